@@ -1,0 +1,3 @@
+"""Tetraformer: four Transformer families from one from-scratch core."""
+
+__version__ = "0.1.0"

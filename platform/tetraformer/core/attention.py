@@ -1,0 +1,97 @@
+"""Multi-head self- and cross-attention over SDPA, with an eager path that returns weights."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tetraformer.core.cache import LayerCache
+from tetraformer.core.config import TransformerConfig
+from tetraformer.core.positions import Rotary
+
+
+class Attention(nn.Module):
+    """Multi-head attention; self-attention projects Q, K and V with one fused matmul."""
+
+    def __init__(self, cfg: TransformerConfig, cross: bool = False) -> None:
+        super().__init__()
+        self.cross, self.n_heads, self.head_dim = cross, cfg.n_heads, cfg.head_dim
+        self.inner, self.backend, self.dropout = cfg.inner_dim, cfg.attention, cfg.attn_dropout
+        self.scale = cfg.head_dim**-0.5 if cfg.scale_attention else 1.0
+        if cross:
+            self.q = nn.Linear(cfg.d_model, self.inner, bias=cfg.bias)
+            self.kv = nn.Linear(cfg.d_model, 2 * self.inner, bias=cfg.bias)
+        else:
+            self.qkv = nn.Linear(cfg.d_model, 3 * self.inner, bias=cfg.bias)
+        self.out = nn.Linear(self.inner, cfg.d_model, bias=cfg.bias)
+
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        memory: Tensor | None = None,
+        is_causal: bool = False,
+        rotary: tuple[Rotary, Tensor, Tensor] | None = None,
+        cache: LayerCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """(B, T, D) -> (B, T, D); mask is boolean "may attend" or an additive float bias (B|1, H|1, T, S)."""
+        q, k, v = self._project(x, memory, cache)  # (B, H, T, Dh), (B, H, S, Dh) x2
+        if rotary is not None:
+            rope, cos, sin = rotary  # angles of the new positions only
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
+        if cache is not None and not self.cross:
+            k, v = cache.append(k, v)
+        dropout = self.dropout if self.training else 0.0
+        if need_weights or self.backend == "eager":
+            y, weights = eager_attention(q, k, v, mask, is_causal, self.scale, dropout)
+        else:
+            y = F.scaled_dot_product_attention(
+                q,
+                k,
+                v,
+                attn_mask=mask,
+                dropout_p=dropout,
+                is_causal=is_causal and mask is None,
+                scale=self.scale,
+            )
+            weights = None
+        y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.inner)  # (B, T, H*Dh)
+        return self.out(y), weights
+
+    def _project(
+        self, x: Tensor, memory: Tensor | None, cache: LayerCache | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries from x; keys/values from x (self) or the memory (cross, computed once per cache)."""
+        if not self.cross:
+            q, k, v = self._heads(self.qkv(x)).unbind(0)
+            return q, k, v
+        q = self._heads(self.q(x))[0]
+        if cache is not None and cache.cross_kv is not None:
+            return q, *cache.cross_kv
+        if memory is None:
+            raise ValueError("cross-attention needs the encoder output (memory)")
+        k, v = self._heads(self.kv(memory)).unbind(0)
+        if cache is not None:
+            cache.cross_kv = (k, v)
+        return q, k, v
+
+    def _heads(self, x: Tensor) -> Tensor:
+        """(B, T, n*H*Dh) -> (n, B, H, T, Dh)."""
+        b, t, _ = x.shape
+        return x.view(b, t, -1, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+
+
+def eager_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, scale: float, dropout: float
+) -> tuple[Tensor, Tensor]:
+    """Reference attention that also returns the (B, H, T, S) attention weights."""
+    scores = (q @ k.transpose(-2, -1)) * scale  # (B, H, T, S)
+    if is_causal and mask is None:
+        t, s = scores.shape[-2:]
+        mask = torch.ones(t, s, dtype=torch.bool, device=q.device).tril(s - t)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    weights = scores.float().softmax(dim=-1).to(q.dtype)
+    return F.dropout(weights, dropout, training=dropout > 0) @ v, weights

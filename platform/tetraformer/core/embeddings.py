@@ -1,0 +1,80 @@
+"""Input embeddings: tokens (+ segments, + absolute positions) and image patches (+ [CLS])."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tetraformer.core.config import TransformerConfig
+from tetraformer.core.layers import make_norm
+from tetraformer.core.positions import LearnedPositions, SinusoidalPositions
+
+
+def absolute_positions(cfg: TransformerConfig, n_positions: int) -> nn.Module | None:
+    """The additive position table of the config, or None when positions live inside attention."""
+    if cfg.position == "learned":
+        return LearnedPositions(n_positions, cfg.d_model)
+    if cfg.position == "sinusoidal":
+        return SinusoidalPositions(n_positions, cfg.d_model)
+    return None
+
+
+class TokenEmbedding(nn.Module):
+    """Token ids (+ optional segment ids) -> vectors, with absolute positions added when configured."""
+
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.types = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
+        self.positions = absolute_positions(cfg, cfg.max_len)
+        self.norm = make_norm(cfg) if cfg.embedding_norm else nn.Identity()
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
+        self.max_len = cfg.max_len
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None, offset: int = 0) -> Tensor:
+        """(B, T) ids -> (B, T, D); offset is the position of the first token (non-zero with a KV cache)."""
+        x = self.tokens(input_ids) * self.scale  # (B, T, D)
+        if self.types is not None:
+            x = x + self.types(token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids))
+        if self.positions is not None:
+            t = input_ids.shape[1]
+            if offset + t > self.max_len:
+                raise ValueError(f"sequence of {offset + t} positions exceeds max_len={self.max_len}")
+            x = x + self.positions(torch.arange(offset, offset + t, device=input_ids.device))
+        return self.dropout(self.norm(x))
+
+
+class PatchEmbedding(nn.Module):
+    """Images -> [CLS] + one vector per patch, with learned positions interpolated to any grid."""
+
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.patch_size, self.grid = cfg.patch_size, cfg.image_size // cfg.patch_size
+        self.proj = nn.Conv2d(cfg.n_channels, cfg.d_model, cfg.patch_size, stride=cfg.patch_size)
+        self.cls = nn.Parameter(torch.zeros(1, 1, cfg.d_model))
+        self.positions = absolute_positions(cfg, self.grid**2 + 1)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, pixels: Tensor) -> Tensor:
+        """(B, C, H, W) -> (B, 1 + (H/P)*(W/P), D)."""
+        b, _, h, w = pixels.shape
+        if h % self.patch_size or w % self.patch_size:
+            raise ValueError(f"image size {h}x{w} is not divisible by patch size {self.patch_size}")
+        x = self.proj(pixels).flatten(2).transpose(1, 2)  # (B, N, D)
+        x = torch.cat((self.cls.expand(b, -1, -1), x), dim=1)  # (B, 1 + N, D)
+        if self.positions is not None:
+            x = x + self._position_table(h // self.patch_size, w // self.patch_size).to(x.dtype)
+        return self.dropout(x)
+
+    def _position_table(self, gh: int, gw: int) -> Tensor:
+        """(1, 1 + gh*gw, D) positions: the trained grid, bicubically resized when the grid differs."""
+        table = self.positions(torch.arange(self.grid**2 + 1, device=self.cls.device))  # (1 + G*G, D)
+        if (gh, gw) == (self.grid, self.grid):
+            return table[None]
+        cls, grid = table[:1], table[1:].reshape(1, self.grid, self.grid, -1).permute(0, 3, 1, 2)
+        grid = F.interpolate(grid, size=(gh, gw), mode="bicubic", align_corners=False)  # (1, D, gh, gw)
+        return torch.cat((cls, grid.flatten(2).transpose(1, 2)[0]), dim=0)[None]

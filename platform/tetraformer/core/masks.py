@@ -1,0 +1,47 @@
+"""One mask convention: boolean tensors where True means "may attend"."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def causal_mask(q_len: int, k_len: int, offset: int = 0, device: torch.device | None = None) -> Tensor:
+    """(Tq, Tk) mask: query i (absolute position offset + i) may attend keys j <= offset + i."""
+    q_pos = torch.arange(q_len, device=device)[:, None] + offset
+    k_pos = torch.arange(k_len, device=device)[None, :]
+    return k_pos <= q_pos
+
+
+def combine_masks(
+    key_padding: Tensor | None,
+    causal: bool,
+    q_len: int,
+    k_len: int,
+    offset: int = 0,
+) -> Tensor | None:
+    """Merge a (B, Tk) key-padding mask and an optional causal mask into (B|1, 1, Tq, Tk), or None.
+
+    A query row with no key it may attend (a padding query before any real key under a causal mask)
+    is allowed to attend every key instead: its output is never used, and this keeps softmax finite.
+    """
+    mask = None
+    if key_padding is not None:
+        mask = key_padding.bool()[:, None, None, :]  # (B, 1, 1, Tk)
+    if causal:
+        device = key_padding.device if key_padding is not None else None
+        cm = causal_mask(q_len, k_len, offset, device)[None, None]  # (1, 1, Tq, Tk)
+        mask = cm if mask is None else mask & cm
+    if mask is None:
+        return None
+    mask = mask.expand(mask.shape[0], 1, q_len, k_len)
+    return mask | ~mask.any(dim=-1, keepdim=True)
+
+
+def mask_to_bias(mask: Tensor | None, bias: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    """Fold a boolean mask into an additive float bias (-inf where attention is not allowed)."""
+    if mask is None:
+        return bias
+    if bias is None:
+        return mask
+    return bias.to(dtype).masked_fill(~mask, float("-inf"))

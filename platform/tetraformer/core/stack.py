@@ -1,0 +1,131 @@
+"""ONE Transformer stack; Encoder, Decoder and EncoderDecoder only fix causality and cross-attention."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from tetraformer.core.cache import KVCache
+from tetraformer.core.config import TransformerConfig
+from tetraformer.core.layers import Block, make_norm
+from tetraformer.core.masks import combine_masks, mask_to_bias
+from tetraformer.core.positions import ALiBi, RelativePositionBias, Rotary
+
+
+@dataclass
+class StackOutput:
+    """Final hidden states and, when asked for, every layer's hidden states and attention weights."""
+
+    last_hidden_state: Tensor  # (B, T, D)
+    hidden_states: tuple[Tensor, ...] | None = None  # n_layers + 1 of (B, T, D): input, then each layer
+    attentions: tuple[Tensor, ...] | None = None  # n_layers of (B, H, T, T)
+    cross_attentions: tuple[Tensor, ...] | None = None  # n_layers of (B, H, T, S)
+
+
+class TransformerStack(nn.Module):
+    """A stack of blocks over already-embedded inputs, with in-attention positions shared by all layers."""
+
+    def __init__(self, cfg: TransformerConfig, n_layers: int, causal: bool, cross_attention: bool) -> None:
+        super().__init__()
+        self.causal = causal
+        self.layers = nn.ModuleList(Block(cfg, cross_attention) for _ in range(n_layers))
+        self.final_norm = make_norm(cfg) if cfg.norm_position == "pre" else nn.Identity()
+        self.position_bias: nn.Module | None = None
+        if cfg.position == "relative":
+            self.position_bias = RelativePositionBias(
+                cfg.n_heads, cfg.relative_buckets, cfg.relative_max_distance, bidirectional=not causal
+            )
+        elif cfg.position == "alibi":
+            self.position_bias = ALiBi(cfg.n_heads)
+        self.rotary = (
+            Rotary(cfg.head_dim, cfg.rope_base, cfg.rope_fraction) if cfg.position == "rotary" else None
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        padding_mask: Tensor | None = None,
+        memory: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> StackOutput:
+        """(B, T, D) -> StackOutput. padding_mask is (B, T_total) with True on real tokens, cached ones included."""
+        t = x.shape[1]
+        offset = cache.offset if cache is not None else 0
+        mask, is_causal = self._self_mask(x, padding_mask, offset)
+        cross_mask = (
+            combine_masks(memory_mask, False, t, memory_mask.shape[1]) if memory_mask is not None else None
+        )
+        rotary = (self.rotary, *self.rotary.angles(t, offset)) if self.rotary is not None else None
+        hidden, attns, cross_attns = [x], [], []
+        for i, layer in enumerate(self.layers):
+            x, w, cw = layer(
+                x, mask, is_causal, rotary, memory, cross_mask,
+                cache.layers[i] if cache is not None else None, output_attentions,
+            )  # fmt: skip
+            hidden.append(x)
+            attns.append(w)
+            cross_attns.append(cw)
+        if cache is not None:
+            cache.offset += t
+        x = self.final_norm(x)
+        hidden[-1] = x
+        return StackOutput(
+            x,
+            tuple(hidden) if output_hidden_states else None,
+            tuple(attns) if output_attentions else None,
+            tuple(cross_attns) if output_attentions and memory is not None else None,
+        )
+
+    def _self_mask(self, x: Tensor, padding_mask: Tensor | None, offset: int) -> tuple[Tensor | None, bool]:
+        """Self-attention mask (boolean, or float when a position bias is folded in) and the SDPA causal flag."""
+        t, k_len = x.shape[1], offset + x.shape[1]
+        bias = self.position_bias(t, k_len, offset) if self.position_bias is not None else None
+        if self.causal and padding_mask is None and bias is None and offset == 0:
+            return None, True  # lets SDPA pick its fused causal kernel
+        mask = combine_masks(padding_mask, self.causal, t, k_len, offset)
+        return mask_to_bias(mask, bias, x.dtype), False
+
+
+class Encoder(TransformerStack):
+    """Bidirectional self-attention stack."""
+
+    def __init__(self, cfg: TransformerConfig, n_layers: int | None = None) -> None:
+        super().__init__(cfg, n_layers or cfg.n_layers, causal=False, cross_attention=False)
+
+
+class Decoder(TransformerStack):
+    """Causal self-attention stack, optionally cross-attending to an encoder's output."""
+
+    def __init__(
+        self, cfg: TransformerConfig, n_layers: int | None = None, cross_attention: bool = False
+    ) -> None:
+        super().__init__(cfg, n_layers or cfg.n_layers, causal=True, cross_attention=cross_attention)
+
+    def new_cache(self) -> KVCache:
+        """An empty cache sized for this decoder."""
+        return KVCache.empty(len(self.layers))
+
+
+class EncoderDecoder(nn.Module):
+    """An Encoder and a cross-attending Decoder over already-embedded sources and targets."""
+
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.encoder = Encoder(cfg)
+        self.decoder = Decoder(cfg, cfg.n_decoder_layers or cfg.n_layers, cross_attention=True)
+
+    def forward(
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> StackOutput:
+        """(B, S, D), (B, T, D) -> decoder StackOutput."""
+        memory = self.encoder(src, src_mask).last_hidden_state
+        return self.decoder(tgt, tgt_mask, memory, src_mask, cache)
