@@ -1,0 +1,78 @@
+"""TaskDataModule: the LightningDataModule base of every task (paths, loaders, the run's tokenizer)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from torch.utils.data import DataLoader, Dataset
+
+log = logging.getLogger(__name__)
+
+
+class TaskDataModule(L.LightningDataModule):
+    """Holds the user's file paths and loader settings; subclasses build the datasets and collators."""
+
+    def __init__(
+        self,
+        train_path: str | None = None,
+        val_path: str | None = None,
+        test_path: str | None = None,
+        predict_path: str | None = None,
+        tokenizer: str | None = None,
+        batch_size: int = 32,
+        num_workers: int = 0,
+        val_fraction: float = 0.1,
+        seed: int = 1234,
+    ) -> None:
+        super().__init__()
+        self.train_path, self.val_path, self.test_path, self.predict_path = (
+            train_path,
+            val_path,
+            test_path,
+            predict_path,
+        )
+        self.tokenizer_path, self.batch_size, self.num_workers = tokenizer, batch_size, num_workers
+        self.val_fraction, self.seed = val_fraction, seed
+        self.tokenizer: Any = None
+        self.datasets: dict[str, Dataset] = {}
+
+    def run_dir(self) -> Path:
+        """The run's output directory (the Trainer's default_root_dir)."""
+        return Path(self.trainer.default_root_dir if self.trainer is not None else ".")
+
+    def require(self, stage: str) -> str:
+        """The path for a stage, or a clear error saying which flag sets it."""
+        path = {"train": self.train_path, "test": self.test_path, "predict": self.predict_path}[stage]
+        if not path:
+            raise ValueError(f"no {stage} data: set --data.{stage}_path to a file, a directory or a glob")
+        return path
+
+    def loader(self, split: str, shuffle: bool = False) -> DataLoader:
+        """A DataLoader over a built split with the subclass's collator."""
+        return DataLoader(
+            self.datasets[split], batch_size=self.batch_size, shuffle=shuffle, num_workers=self.num_workers,
+            collate_fn=self.collate, persistent_workers=self.num_workers > 0,
+        )  # fmt: skip
+
+    def collate(self, rows: list[Any]) -> Any:
+        """Batch rows; subclasses override."""
+        raise NotImplementedError
+
+    def train_dataloader(self) -> DataLoader:
+        """Shuffled training batches."""
+        return self.loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        """Validation batches."""
+        return self.loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        """Test batches."""
+        return self.loader("test")
+
+    def predict_dataloader(self) -> DataLoader:
+        """Prediction batches."""
+        return self.loader("predict")

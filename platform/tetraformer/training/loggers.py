@@ -1,0 +1,68 @@
+"""Loggers: Weights & Biases (offline unless credentials are set) and a CSV logger writing metrics.csv."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
+
+log = logging.getLogger(__name__)
+WandbMode = Literal["auto", "online", "offline", "disabled"]
+
+
+@dataclass
+class RunConfig:
+    """Who the run is for W&B, and how checkpoints and early stopping judge it."""
+
+    project: str = "tetraformer"
+    name: str | None = None
+    group: str | None = None
+    tags: list[str] = field(default_factory=list)
+    wandb: WandbMode = "auto"  # auto: online with credentials, offline run directory otherwise
+    monitor: str = "val/loss"  # metric that picks the best checkpoint
+    monitor_mode: Literal["min", "max"] = "min"
+    early_stopping_patience: int | None = None  # validations without improvement before stopping
+    samples: bool = True  # log a table of qualitative samples at each validation
+
+
+def wandb_mode(requested: WandbMode) -> str:
+    """Resolve "auto": online only when an API key is configured and WANDB_MODE does not say otherwise."""
+    if requested != "auto":
+        return requested
+    env_mode = os.environ.get("WANDB_MODE", "").lower()
+    if env_mode in ("offline", "disabled", "online"):
+        return env_mode
+    has_key = bool(os.environ.get("WANDB_API_KEY")) or _netrc_has_wandb()
+    return "online" if has_key else "offline"
+
+
+def _netrc_has_wandb() -> bool:
+    """True when `wandb login` stored credentials in ~/.netrc."""
+    netrc = Path.home() / ".netrc"
+    return netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore")
+
+
+def make_loggers(root_dir: str | Path, run: RunConfig) -> list[Logger]:
+    """CSV logger (metrics.csv in the run directory) plus W&B unless disabled."""
+    root = Path(root_dir)
+    loggers: list[Logger] = [CSVLogger(save_dir=root, name="", version="")]
+    mode = wandb_mode(run.wandb)
+    if mode != "disabled":
+        root.mkdir(parents=True, exist_ok=True)
+        loggers.append(
+            WandbLogger(
+                save_dir=str(root), project=run.project, name=run.name, group=run.group, tags=run.tags or None,
+                offline=mode == "offline",
+            )
+        )  # fmt: skip
+        log.info("W&B logging %s (%s)", mode, root / "wandb")
+    return loggers
+
+
+def wandb_logger(loggers: list[Logger]) -> WandbLogger | None:
+    """The W&B logger among a trainer's loggers, if any."""
+    return next((lg for lg in loggers if isinstance(lg, WandbLogger)), None)

@@ -1,0 +1,69 @@
+"""AdamW with the usual no-decay groups, and learning-rate schedules."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+
+Schedule = Literal["cosine", "linear", "constant", "noam"]
+NO_DECAY_TYPES = (nn.LayerNorm, nn.RMSNorm, nn.Embedding)
+
+
+@dataclass
+class OptimizerConfig:
+    """AdamW and its learning-rate schedule."""
+
+    lr: float = 3e-4
+    weight_decay: float = 0.1  # applied to matrices only: never to norms, biases or embeddings
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
+    schedule: Schedule = "cosine"
+    warmup_steps: int = 0  # linear warm-up from 0 to lr
+    min_lr_ratio: float = 0.1  # cosine/linear decay floor, as a fraction of lr
+    fused: bool | None = None  # None: fused AdamW on CUDA, foreach elsewhere
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Two AdamW groups: decayed weight matrices, and undecayed norms, biases and embeddings."""
+    no_decay: set[int] = set()
+    for module in model.modules():
+        for name, param in module.named_parameters(recurse=False):
+            if isinstance(module, NO_DECAY_TYPES) or name == "bias" or param.ndim < 2:
+                no_decay.add(id(param))
+    params = {id(p): p for p in model.parameters() if p.requires_grad}  # tied weights appear once
+    decay = [p for i, p in params.items() if i not in no_decay]
+    rest = [p for i, p in params.items() if i in no_decay]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def lr_factor(step: int, cfg: OptimizerConfig, total_steps: int, d_model: int = 512) -> float:
+    """Multiplier of the base learning rate at an optimizer step."""
+    warmup = max(cfg.warmup_steps, 0)
+    if cfg.schedule == "noam":  # Vaswani et al.: d^-0.5 * min(s^-0.5, s * w^-1.5), with lr as a multiplier
+        s = max(step, 1)
+        return d_model**-0.5 * min(s**-0.5, s * max(warmup, 1) ** -1.5)
+    if step < warmup:
+        return (step + 1) / warmup
+    if cfg.schedule == "constant":
+        return 1.0
+    progress = min((step - warmup) / max(total_steps - warmup, 1), 1.0)
+    shape = 0.5 * (1.0 + math.cos(math.pi * progress)) if cfg.schedule == "cosine" else 1.0 - progress
+    return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * shape
+
+
+def build_optimizer(
+    model: nn.Module, cfg: OptimizerConfig, total_steps: int, d_model: int
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW over the no-decay groups and a per-step LambdaLR schedule."""
+    fused = cfg.fused if cfg.fused is not None else next(model.parameters()).is_cuda
+    optimizer = torch.optim.AdamW(
+        param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused or None
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: lr_factor(s, cfg, total_steps, d_model)
+    )
+    return optimizer, scheduler

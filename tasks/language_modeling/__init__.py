@@ -1,0 +1,1 @@
+"""Causal language modelling with a GPT-style decoder."""

@@ -1,0 +1,118 @@
+"""LightningDataModule for language modelling: text files -> tokenizer -> packed blocks."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch.utils.data import Dataset
+
+from tetraformer.data import (
+    load_tokenizer,
+    pack_documents,
+    read_text,
+    resolve_files,
+    train_tokenizer,
+    train_val_split,
+)
+from tetraformer.training.datamodule import TaskDataModule
+
+log = logging.getLogger(__name__)
+
+
+class Blocks(Dataset):
+    """Rows of a (N, T + 1) block tensor as {"input_ids": (T + 1,)}."""
+
+    def __init__(self, blocks: torch.Tensor) -> None:
+        self.blocks = blocks
+
+    def __len__(self) -> int:
+        return self.blocks.shape[0]
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return self.blocks[index]
+
+
+class LanguageModelingData(TaskDataModule):
+    """Plain text or JSONL files, packed into blocks with an end-of-document token between documents."""
+
+    def __init__(
+        self,
+        train_path: str | None = None,
+        val_path: str | None = None,
+        test_path: str | None = None,
+        predict_path: str | None = None,
+        tokenizer: str | None = None,
+        batch_size: int = 32,
+        num_workers: int = 0,
+        val_fraction: float = 0.1,
+        seed: int = 1234,
+        format: Literal["auto", "text", "jsonl", "json", "csv", "tsv"] = "auto",  # noqa: A002
+        text_field: str = "text",
+        documents: Literal["file", "paragraph", "line"] = "file",
+        encoding: str = "utf-8",
+        block_size: int = 128,
+        tokenizer_type: Literal["bpe", "wordpiece", "unigram", "char"] = "bpe",
+        vocab_size: int = 8000,
+    ) -> None:
+        super().__init__(train_path, val_path, test_path, predict_path, tokenizer, batch_size, num_workers,
+                         val_fraction, seed)  # fmt: skip
+        self.save_hyperparameters()
+        self.read_options = {
+            "format": format,
+            "field": text_field,
+            "documents": documents,
+            "encoding": encoding,
+        }
+        self.block_size, self.tokenizer_type, self.vocab_size = block_size, tokenizer_type, vocab_size
+
+    def tokenizer_dir(self) -> Path:
+        """Where this run's tokenizer lives: the configured one, or one trained into the run directory."""
+        return Path(self.tokenizer_path) if self.tokenizer_path else self.run_dir() / "tokenizer"
+
+    def prepare_data(self) -> None:
+        """Train a tokenizer on the training files when none is configured (once per run; rank 0 only)."""
+        if self.tokenizer_path or (self.tokenizer_dir() / "tokenizer.json").is_file():
+            return
+        files = resolve_files(self.require("train"))
+        log.info(
+            "training a %s tokenizer (vocab %d) on %d file(s)",
+            self.tokenizer_type,
+            self.vocab_size,
+            len(files),
+        )
+        train_tokenizer(files, self.tokenizer_type, self.vocab_size, self.tokenizer_dir())
+
+    def setup(self, stage: str) -> None:
+        """Load the tokenizer and build the splits the stage needs."""
+        if self.tokenizer is None:
+            self.tokenizer = load_tokenizer(self.tokenizer_dir())
+        if stage in ("fit", "validate") and "val" not in self.datasets:
+            self._build_train_val(need_train=stage == "fit")
+        if stage == "test":
+            self.datasets["test"] = Blocks(self._blocks(self.require("test")))
+        if stage == "predict":
+            rows = read_text(self.require("predict"), **{**self.read_options, "documents": "line"})
+            self.datasets["predict"] = rows["text"]
+
+    def _build_train_val(self, need_train: bool) -> None:
+        """Blocks of the train files, and of the val files or a seeded share of the train blocks."""
+        if self.val_path:
+            self.datasets["val"] = Blocks(self._blocks(self.val_path))
+            if need_train:
+                self.datasets["train"] = Blocks(self._blocks(self.require("train")))
+            return
+        train, val = train_val_split(self._blocks(self.require("train")), self.val_fraction, self.seed)
+        self.datasets["train"], self.datasets["val"] = Blocks(train), Blocks(val)
+
+    def _blocks(self, path: str) -> torch.Tensor:
+        """(N, block_size + 1) token blocks of the documents under a path."""
+        return pack_documents(read_text(path, **self.read_options), self.tokenizer, self.block_size)
+
+    def collate(self, rows: list[Any]) -> dict[str, Any]:
+        """Stack blocks; predict batches are lists of prompts."""
+        if isinstance(rows[0], str):
+            return {"prompts": rows}
+        return {"input_ids": torch.stack(rows)}
