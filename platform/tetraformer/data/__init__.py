@@ -1,0 +1,30 @@
+"""Data layer: validating readers, splits, LM packing and tokenizers (no model code)."""
+
+from tetraformer.data.dataset import build_dataset
+from tetraformer.data.errors import DataError
+from tetraformer.data.files import resolve_files
+from tetraformer.data.lines import iter_lines
+from tetraformer.data.packing import pack_documents, pack_token_ids
+from tetraformer.data.records import Record, infer_format, iter_records, read_records
+from tetraformer.data.splits import train_val_split
+from tetraformer.data.text import iter_documents, read_text
+from tetraformer.data.tokenizer import SPECIAL_TOKENS, load_tokenizer, train_tokenizer
+
+__all__ = [
+    "SPECIAL_TOKENS",
+    "DataError",
+    "Record",
+    "build_dataset",
+    "infer_format",
+    "iter_documents",
+    "iter_lines",
+    "iter_records",
+    "load_tokenizer",
+    "pack_documents",
+    "pack_token_ids",
+    "read_records",
+    "read_text",
+    "resolve_files",
+    "train_tokenizer",
+    "train_val_split",
+]

@@ -1,0 +1,199 @@
+"""Train BPE / WordPiece / Unigram / char tokenizers with `tokenizers`, and load saved ones."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+from tetraformer.data.errors import DataError, check_choice
+from tetraformer.data.files import FileSpec, resolve_files
+from tetraformer.data.lines import iter_lines
+from tetraformer.data.text import iter_documents, text_format
+
+logger = logging.getLogger(__name__)
+
+TokenizerKind = Literal["bpe", "wordpiece", "unigram", "char"]
+
+# RoBERTa's convention: cls is bos and sep is eos, so one set serves encoders, decoders and seq2seq
+SPECIAL_TOKENS = {
+    "pad_token": "<pad>",
+    "unk_token": "<unk>",
+    "bos_token": "<s>",
+    "eos_token": "</s>",
+    "mask_token": "<mask>",
+    "cls_token": "<s>",
+    "sep_token": "</s>",
+}
+SPECIAL_VOCAB = ["<pad>", "<unk>", "<s>", "</s>", "<mask>"]  # ids 0..4 in every trained tokenizer
+
+# names other tokenizers use, to fill special tokens a bare tokenizer.json does not declare
+_KNOWN_SPECIALS = {
+    "pad_token": ("<pad>", "[PAD]", "<|pad|>", "<|padding|>"),
+    "unk_token": ("<unk>", "[UNK]", "<|unk|>"),
+    "bos_token": ("<s>", "<|startoftext|>", "<|begin_of_text|>", "[BOS]"),
+    "eos_token": ("</s>", "<|endoftext|>", "<|end_of_text|>", "[EOS]"),
+    "mask_token": ("<mask>", "[MASK]"),
+    "cls_token": ("[CLS]", "<cls>", "<s>"),
+    "sep_token": ("[SEP]", "<sep>", "</s>"),
+}
+_HF_TOKENIZER_FILES = ("tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model", "tokenizer.model")
+_BYTE_ALPHABET = pre_tokenizers.ByteLevel.alphabet()
+
+
+def train_tokenizer(
+    files: FileSpec,
+    kind: TokenizerKind,
+    vocab_size: int,
+    output_dir: str | Path,
+    lowercase: bool = False,
+    field: str = "text",
+    encoding: str = "utf-8",
+) -> PreTrainedTokenizerFast:
+    """Train a tokenizer on text files (JSONL/JSON/CSV/TSV: their `field`) and save it to output_dir."""
+    backend, trainer = _untrained(kind, vocab_size, lowercase)
+    backend.train_from_iterator(_training_texts(resolve_files(files), field, encoding), trainer=trainer)
+    backend.post_processor = _special_template(kind)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, clean_up_tokenization_spaces=False, **SPECIAL_TOKENS
+    )
+    tokenizer.save_pretrained(str(output_dir))
+    logger.info("trained a %s tokenizer with %d tokens, saved to %s", kind, len(tokenizer), output_dir)
+    return tokenizer
+
+
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    """Load a tokenizer directory (tokenizer.json or HF files) or a tokenizer.json file; pad falls back to eos."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError("no such tokenizer file or directory", path)
+    try:
+        tokenizer = _load(path)
+    except DataError:
+        raise
+    except Exception as err:  # tokenizers raises a bare Exception for malformed files
+        raise DataError(f"could not load the tokenizer ({type(err).__name__}: {err})", path) from err
+    _fill_special_tokens(tokenizer)
+    _ensure_pad_token(tokenizer, path)
+    return tokenizer
+
+
+def _load(path: Path) -> PreTrainedTokenizerBase:
+    """AutoTokenizer for an HF tokenizer folder, PreTrainedTokenizerFast for a bare tokenizer.json."""
+    if path.is_file():
+        return PreTrainedTokenizerFast(tokenizer_file=str(path), clean_up_tokenization_spaces=False)
+    if any((path / name).is_file() for name in _HF_TOKENIZER_FILES):
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    if (path / "tokenizer.json").is_file():
+        return _load(path / "tokenizer.json")
+    found = ", ".join(sorted(p.name for p in path.iterdir())) or "nothing"
+    raise DataError(f"no tokenizer.json or tokenizer_config.json in this directory (found: {found})", path)
+
+
+def _fill_special_tokens(tokenizer: PreTrainedTokenizerBase) -> None:
+    """Set unset special-token attributes from well-known names among the tokenizer's special tokens."""
+    specials = {token.content for token in tokenizer.added_tokens_decoder.values() if token.special}
+    for attribute, names in _KNOWN_SPECIALS.items():
+        if getattr(tokenizer, attribute) is None:
+            name = next((n for n in names if n in specials), None)
+            if name is not None:
+                setattr(tokenizer, attribute, name)
+
+
+def _ensure_pad_token(tokenizer: PreTrainedTokenizerBase, path: Path) -> None:
+    """Use eos as the pad token when there is no pad token; an error when there is neither."""
+    if tokenizer.pad_token is not None:
+        return
+    if tokenizer.eos_token is None:
+        raise DataError("the tokenizer has neither a pad nor an eos token; add a pad token", path)
+    logger.info("tokenizer at %s has no pad token; using eos %r", path, tokenizer.eos_token)
+    tokenizer.pad_token = tokenizer.eos_token
+
+
+def _training_texts(paths: list[Path], field: str, encoding: str) -> Iterator[str]:
+    """Plain-text files line by line (newlines kept, so they get tokens); record files by field."""
+    for path in paths:
+        if text_format(path) == "text":
+            yield from (line for _, line in iter_lines(path, encoding))
+        else:
+            yield from (str(doc["text"]) for doc in iter_documents(path, field=field, encoding=encoding))
+
+
+def _untrained(kind: TokenizerKind, vocab_size: int, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]:
+    """An untrained tokenizer pipeline and its trainer for one kind."""
+    check_choice("tokenizer kind", kind, TokenizerKind)
+    builders = {"bpe": _bpe, "wordpiece": _wordpiece, "unigram": _unigram, "char": _char}
+    return builders[kind](vocab_size, lowercase)
+
+
+def _bpe(vocab_size: int, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]:
+    """Byte-level BPE like GPT-2: any text encodes (no unk) and decodes back exactly."""
+    minimum = len(_BYTE_ALPHABET) + len(SPECIAL_VOCAB)
+    if vocab_size < minimum:
+        raise ValueError(
+            f"byte-level BPE needs vocab_size >= {minimum} (256 bytes + specials), got {vocab_size}"
+        )
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.normalizer = normalizers.Lowercase() if lowercase else None
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_VOCAB,
+        initial_alphabet=_BYTE_ALPHABET,
+        show_progress=False,
+    )
+    return tokenizer, trainer
+
+
+def _wordpiece(vocab_size: int, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]:
+    """WordPiece with BERT's normaliser and pre-tokenizer (whitespace is not kept)."""
+    tokenizer = Tokenizer(models.WordPiece(unk_token="<unk>"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIAL_VOCAB, show_progress=False
+    )
+    return tokenizer, trainer
+
+
+def _unigram(vocab_size: int, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]:
+    """SentencePiece-style Unigram: NFKC normalisation and Metaspace (▁) word boundaries."""
+    tokenizer = Tokenizer(models.Unigram())
+    steps = [normalizers.NFKC(), normalizers.Lowercase()] if lowercase else [normalizers.NFKC()]
+    tokenizer.normalizer = normalizers.Sequence(steps)
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
+    trainer = trainers.UnigramTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIAL_VOCAB, unk_token="<unk>", show_progress=False
+    )
+    return tokenizer, trainer
+
+
+def _char(vocab_size: int, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]:
+    """Every character its own token; the vocabulary is the characters seen (most frequent first)."""
+    tokenizer = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tokenizer.normalizer = normalizers.Lowercase() if lowercase else None
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    tokenizer.decoder = decoders.Fuse()
+    trainer = trainers.WordLevelTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIAL_VOCAB, show_progress=False
+    )
+    return tokenizer, trainer
+
+
+def _special_template(kind: TokenizerKind) -> processors.PostProcessor:
+    """`<s> A </s>` for one text and `<s> A </s> B </s>` (type ids 0 / 1) for a pair."""
+    template = processors.TemplateProcessing(
+        single="<s> $A </s>",
+        pair="<s> $A </s> $B:1 </s>:1",
+        special_tokens=[("<s>", SPECIAL_VOCAB.index("<s>")), ("</s>", SPECIAL_VOCAB.index("</s>"))],
+    )
+    if kind == "bpe":  # keep byte-level offsets trimmed of the leading-space marker
+        return processors.Sequence([processors.ByteLevel(trim_offsets=True), template])
+    return template

@@ -1,0 +1,1 @@
+"""Tests for tetraformer.data."""

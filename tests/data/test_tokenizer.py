@@ -1,0 +1,128 @@
+"""train_tokenizer / load_tokenizer: four kinds, saved and reloaded with AutoTokenizer."""
+
+import json
+
+import pytest
+from transformers import AutoTokenizer
+
+from tetraformer.data import SPECIAL_TOKENS, DataError, load_tokenizer, train_tokenizer
+
+SAMPLE = "Hello  world,\tthis is Tetraformer.\nÜnïcode ✓ text: naïve café!\n"
+CORPUS = SAMPLE + "The quick brown fox jumps over the lazy dog.\n" * 20 + "A small corpus for tests.\n" * 10
+SIZES = {"bpe": 300, "wordpiece": 120, "unigram": 80, "char": 200}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_text(CORPUS, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module", params=list(SIZES))
+def saved(request, corpus, tmp_path_factory):
+    """(kind, directory) of a tokenizer trained on the corpus and saved."""
+    out = tmp_path_factory.mktemp(request.param)
+    train_tokenizer(corpus, request.param, SIZES[request.param], out)
+    return request.param, out
+
+
+def test_reloads_with_auto_tokenizer_and_has_special_tokens(saved) -> None:
+    kind, out = saved
+    assert (out / "tokenizer.json").is_file()
+    tok = AutoTokenizer.from_pretrained(out)
+    for attribute, token in SPECIAL_TOKENS.items():
+        assert getattr(tok, attribute) == token
+    ids = (tok.pad_token_id, tok.unk_token_id, tok.bos_token_id, tok.eos_token_id, tok.mask_token_id)
+    assert ids == (0, 1, 2, 3, 4)
+    assert (tok.cls_token_id, tok.sep_token_id) == (2, 3)
+    assert 20 < len(tok) <= SIZES[kind]
+
+
+def test_template_adds_bos_and_eos_and_pairs_get_type_ids(saved) -> None:
+    tok = load_tokenizer(saved[1])
+    ids = tok("the fox")["input_ids"]
+    assert ids[0] == tok.bos_token_id and ids[-1] == tok.eos_token_id
+    assert tok.bos_token_id not in tok("the fox", add_special_tokens=False)["input_ids"]
+    pair = tok("the", "fox", return_token_type_ids=True)
+    assert pair["token_type_ids"][0] == 0 and pair["token_type_ids"][-1] == 1
+
+
+@pytest.mark.parametrize("kind", ["bpe", "char"])
+def test_decoding_round_trips_text(kind, corpus, tmp_path) -> None:
+    tok = train_tokenizer(corpus, kind, SIZES[kind], tmp_path)
+    reloaded = AutoTokenizer.from_pretrained(tmp_path)
+    for t in (tok, reloaded):
+        assert t.decode(t(SAMPLE)["input_ids"], skip_special_tokens=True) == SAMPLE
+        assert t.decode(t(SAMPLE, add_special_tokens=False)["input_ids"]) == SAMPLE
+
+
+def test_char_gives_one_token_per_character(corpus, tmp_path) -> None:
+    tok = train_tokenizer(corpus, "char", SIZES["char"], tmp_path)
+    assert tok.tokenize(SAMPLE) == list(SAMPLE)
+
+
+def test_char_vocabulary_is_the_characters_seen(corpus, tmp_path) -> None:
+    tok = train_tokenizer(corpus, "char", 500, tmp_path)
+    assert set(tok.get_vocab()) == set(CORPUS) | set(SPECIAL_TOKENS.values())
+
+
+def test_lowercase(corpus, tmp_path) -> None:
+    tok = train_tokenizer(corpus, "wordpiece", 120, tmp_path, lowercase=True)
+    assert tok.tokenize("THE FOX") == tok.tokenize("the fox")
+
+
+def test_trains_on_jsonl_field(write, tmp_path) -> None:
+    path = write("d.jsonl", json.dumps({"body": "xyz xyz"}) + "\n")
+    tok = train_tokenizer(path, "char", 50, tmp_path / "tok", field="body")
+    assert {"x", "y", "z", " "} <= set(tok.get_vocab())
+    assert "{" not in tok.get_vocab()
+
+
+def test_bpe_vocab_too_small(corpus, tmp_path) -> None:
+    with pytest.raises(ValueError, match="byte-level BPE needs vocab_size >= 261"):
+        train_tokenizer(corpus, "bpe", 100, tmp_path)
+
+
+def test_load_bare_tokenizer_json_fills_specials(saved) -> None:
+    tok = load_tokenizer(saved[1] / "tokenizer.json")
+    assert (tok.pad_token, tok.eos_token, tok.mask_token) == ("<pad>", "</s>", "<mask>")
+
+
+def test_pad_falls_back_to_eos(corpus, tmp_path) -> None:
+    train_tokenizer(corpus, "char", 200, tmp_path)
+    config = tmp_path / "tokenizer.json"
+    data = json.loads(config.read_text(encoding="utf-8"))
+    data["added_tokens"] = [t for t in data["added_tokens"] if t["content"] != "<pad>"]
+    config.write_text(json.dumps(data), encoding="utf-8")
+    tok = load_tokenizer(config)
+    assert tok.pad_token == "</s>" and tok.pad_token_id == tok.eos_token_id
+
+
+def test_missing_tokenizer_paths(tmp_path) -> None:
+    with pytest.raises(DataError, match=r"nope: no such tokenizer file or directory"):
+        load_tokenizer(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.md").write_text("x")
+    with pytest.raises(
+        DataError, match=r"empty: no tokenizer.json or tokenizer_config.json .*found: notes.md"
+    ):
+        load_tokenizer(tmp_path / "empty")
+
+
+def test_malformed_tokenizer_json(write) -> None:
+    with pytest.raises(DataError, match=r"tokenizer\.json: could not load the tokenizer"):
+        load_tokenizer(write("tokenizer.json", "{not json"))
+
+
+def test_unknown_kind(corpus, tmp_path) -> None:
+    with pytest.raises(
+        ValueError, match="unknown tokenizer kind 'sentencepiece'; expected one of bpe, wordpiece"
+    ):
+        train_tokenizer(corpus, "sentencepiece", 100, tmp_path)
+
+
+def test_bad_training_file_names_file_and_line(write, tmp_path) -> None:
+    path = write("bad.txt", b"fine\n\xff\n")
+    with pytest.raises(DataError, match=r"bad\.txt:2: cannot decode byte 0xff"):
+        train_tokenizer(path, "char", 50, tmp_path / "tok")
