@@ -83,7 +83,8 @@ class LanguageModelingData(TaskDataModule):
             self.vocab_size,
             len(files),
         )
-        train_tokenizer(files, self.tokenizer_type, self.vocab_size, self.tokenizer_dir())
+        train_tokenizer(files, self.tokenizer_type, self.vocab_size, self.tokenizer_dir(),
+                        field=self.read_options["field"], encoding=self.read_options["encoding"])  # fmt: skip
 
     def setup(self, stage: str) -> None:
         """Load the tokenizer and build the splits the stage needs."""
@@ -95,7 +96,7 @@ class LanguageModelingData(TaskDataModule):
             self.datasets["test"] = Blocks(self._blocks(self.require("test")))
         if stage == "predict":
             rows = read_text(self.require("predict"), **{**self.read_options, "documents": "line"})
-            self.datasets["predict"] = rows["text"]
+            self.datasets["predict"] = list(rows["text"])
 
     def _build_train_val(self, need_train: bool) -> None:
         """Blocks of the train files, and of the val files or a seeded share of the train blocks."""

@@ -47,9 +47,9 @@ def _netrc_has_wandb() -> bool:
 
 
 def make_loggers(root_dir: str | Path, run: RunConfig) -> list[Logger]:
-    """CSV logger (metrics.csv in the run directory) plus W&B unless disabled."""
+    """CSV logger (RUN_DIR/logs/version_N/metrics.csv) plus W&B unless disabled."""
     root = Path(root_dir)
-    loggers: list[Logger] = [CSVLogger(save_dir=root, name="", version="")]
+    loggers: list[Logger] = [CSVLogger(save_dir=root, name="logs")]  # logs/version_N/metrics.csv, one per run
     mode = wandb_mode(run.wandb)
     if mode != "disabled":
         root.mkdir(parents=True, exist_ok=True)

@@ -75,8 +75,8 @@ class TaskModule(L.LightningModule):
     # --- network lifecycle -------------------------------------------------------------------------
     def configure_model(self) -> None:
         """Build the network from the datamodule's tokenizer, then load starting weights if asked."""
-        if self.net is not None:
-            return
+        if self.net is not None or self._trainer is None:
+            return  # already built, or loading a checkpoint outside a Trainer: on_load_checkpoint builds it
         datamodule = self.trainer.datamodule
         self.tokenizer = getattr(datamodule, "tokenizer", None)
         self.net = self.make_network(self.network_config(datamodule))
