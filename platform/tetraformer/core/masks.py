@@ -19,6 +19,7 @@ def combine_masks(
     q_len: int,
     k_len: int,
     offset: int = 0,
+    device: torch.device | None = None,
 ) -> Tensor | None:
     """Merge a (B, Tk) key-padding mask and an optional causal mask into (B|1, 1, Tq, Tk), or None.
 
@@ -29,7 +30,7 @@ def combine_masks(
     if key_padding is not None:
         mask = key_padding.bool()[:, None, None, :]  # (B, 1, 1, Tk)
     if causal:
-        device = key_padding.device if key_padding is not None else None
+        device = key_padding.device if key_padding is not None else device
         cm = causal_mask(q_len, k_len, offset, device)[None, None]  # (1, 1, Tq, Tk)
         mask = cm if mask is None else mask & cm
     if mask is None:

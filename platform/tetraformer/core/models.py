@@ -48,9 +48,11 @@ class ImageEncoder(nn.Module):
         self.embed, self.encoder = PatchEmbedding(cfg), Encoder(cfg)
         init_weights(self, cfg)
 
-    def forward_features(self, pixel_values: Tensor, **kw) -> StackOutput:
-        """(B, C, H, W) images -> encoder output over [CLS] + patches."""
-        return self.encoder(self.embed(pixel_values), **kw)
+    def forward_features(
+        self, pixel_values: Tensor, attention_mask: Tensor | None = None, **kw
+    ) -> StackOutput:
+        """(B, C, H, W) images (optional (B, 1 + N) mask) -> encoder output over [CLS] + patches."""
+        return self.encoder(self.embed(pixel_values), attention_mask, **kw)
 
     forward = forward_features
 

@@ -86,7 +86,7 @@ class TransformerStack(nn.Module):
         bias = self.position_bias(t, k_len, offset) if self.position_bias is not None else None
         if self.causal and padding_mask is None and bias is None and offset == 0:
             return None, True  # lets SDPA pick its fused causal kernel
-        mask = combine_masks(padding_mask, self.causal, t, k_len, offset)
+        mask = combine_masks(padding_mask, self.causal, t, k_len, offset, x.device)
         return mask_to_bias(mask, bias, x.dtype), False
 
 
