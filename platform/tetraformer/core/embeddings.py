@@ -35,16 +35,24 @@ class TokenEmbedding(nn.Module):
         self.scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
         self.max_len = cfg.max_len
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None, offset: int = 0) -> Tensor:
-        """(B, T) ids -> (B, T, D); offset is the position of the first token (non-zero with a KV cache)."""
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        offset: int = 0,
+        position_ids: Tensor | None = None,
+    ) -> Tensor:
+        """(B, T) ids -> (B, T, D); offset is the first token's position, unless (B, T) position_ids are given."""
         x = self.tokens(input_ids) * self.scale  # (B, T, D)
         if self.types is not None:
             x = x + self.types(token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids))
         if self.positions is not None:
-            t = input_ids.shape[1]
-            if offset + t > self.max_len:
-                raise ValueError(f"sequence of {offset + t} positions exceeds max_len={self.max_len}")
-            x = x + self.positions(torch.arange(offset, offset + t, device=input_ids.device))
+            if position_ids is None:  # left-padded batches pass their own, counted over real tokens only
+                t = input_ids.shape[1]
+                if offset + t > self.max_len:
+                    raise ValueError(f"sequence of {offset + t} positions exceeds max_len={self.max_len}")
+                position_ids = torch.arange(offset, offset + t, device=input_ids.device)
+            x = x + self.positions(position_ids)
         return self.dropout(self.norm(x))
 
 

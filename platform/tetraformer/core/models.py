@@ -88,17 +88,31 @@ class CausalLM(nn.Module):
         init_weights(self, cfg)
 
     def forward_features(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, cache: KVCache | None = None, **kw
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        position_ids: Tensor | None = None,
+        **kw,
     ) -> StackOutput:
-        """(B, T) ids -> decoder output; with a cache, ids are the new tokens and the mask covers all."""
+        """(B, T) ids -> decoder output; with a cache, ids are the new tokens and the mask covers all.
+
+        position_ids (B, T) count real tokens only, so left-padded rows get absolute positions from 0.
+        """
         offset = cache.offset if cache is not None else 0
-        return self.decoder(self.embed(input_ids, offset=offset), attention_mask, cache=cache, **kw)
+        x = self.embed(input_ids, offset=offset, position_ids=position_ids)
+        return self.decoder(x, attention_mask, cache=cache, **kw)
 
     def forward(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, cache: KVCache | None = None
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        position_ids: Tensor | None = None,
     ) -> Tensor:
         """(B, T) ids -> (B, T, V) next-token logits."""
-        return self.lm_head(self.forward_features(input_ids, attention_mask, cache).last_hidden_state)
+        h = self.forward_features(input_ids, attention_mask, cache, position_ids).last_hidden_state
+        return self.lm_head(h)
 
     def new_cache(self) -> KVCache:
         """An empty KV cache for incremental decoding."""
