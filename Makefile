@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint bench clean
+.PHONY: venv test lint bench clean quickstart
 
 venv: $(STAMP)
 
@@ -26,3 +26,14 @@ bench: venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+RUN := runs/shakespeare_char
+
+# Train a small character-level GPT on Shakespeare (~5 minutes on 2 CPU cores), then sample from it.
+quickstart: venv
+	$(PY) scripts/prepare_data.py gutenberg
+	rm -rf $(RUN)
+	WANDB_MODE=$${WANDB_MODE:-offline} $(VENV)/bin/tetraformer fit -c configs/language_modeling/shakespeare_char.yaml
+	$(VENV)/bin/tetraformer generate --ckpt $(RUN)/checkpoints/last.ckpt --prompt "ROMEO:" --max-new-tokens 300 --top-k 40
+	$(VENV)/bin/tetraformer generate --ckpt $(RUN)/checkpoints/last.ckpt --prompt "JULIET:" --max-new-tokens 300 --top-k 40 --seed 1
+	$(PY) scripts/run_summary.py $(RUN)

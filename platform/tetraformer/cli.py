@@ -15,7 +15,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveCon
 from tetraformer.training.callbacks import JsonlPredictionWriter, default_callbacks
 from tetraformer.training.checkpoint import PAYLOAD_KEY, read_checkpoint, tokenizer_from_state
 from tetraformer.training.datamodule import TaskDataModule
-from tetraformer.training.loggers import RunConfig, make_loggers
+from tetraformer.training.loggers import RunConfig, make_loggers, wandb_logger
 from tetraformer.training.module import TaskModule
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def _flag_value(argv: list[str], flag: str) -> str | None:
 def run_lightning(argv: list[str]) -> None:
     """Run a LightningCLI subcommand (it parses sys.argv, so the rewritten arguments go there)."""
     sys.argv = [sys.argv[0], *checkpoint_config(argv)]
-    TetraformerCLI(
+    cli = TetraformerCLI(
         TaskModule,
         TaskDataModule,
         subclass_mode_model=True,
@@ -115,6 +115,14 @@ def run_lightning(argv: list[str]) -> None:
         auto_configure_optimizers=False,
         parser_kwargs={"description": DESCRIPTION},
     )
+    finish_wandb(cli.trainer)
+
+
+def finish_wandb(trainer: Trainer) -> None:
+    """Close the run's W&B run so its (offline) files are complete before the command returns."""
+    logger = wandb_logger(trainer.loggers)
+    if logger is not None and logger._experiment is not None:
+        logger.experiment.finish()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -122,11 +130,16 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
     from tetraformer.commands import COMMANDS
+    from tetraformer.data import DataError
 
-    if argv and argv[0] in COMMANDS:
-        COMMANDS[argv[0]](argv[1:])
-    else:
-        run_lightning(argv)
+    try:
+        if argv and argv[0] in COMMANDS:
+            COMMANDS[argv[0]](argv[1:])
+        else:
+            run_lightning(argv)
+    except (DataError, FileNotFoundError) as err:  # the user's input is wrong: say where, not a traceback
+        log.error("%s", err)
+        raise SystemExit(2) from err
 
 
 if __name__ == "__main__":

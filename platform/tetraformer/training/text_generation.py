@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from tetraformer.core.generation import GenerationConfig, generate
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -40,9 +43,10 @@ def generate_text(
     tokenizer.padding_side = "right" if encoder_decoder else "left"
     batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=encoder_decoder)
     ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device).bool()
+    max_new = _fit_length(net, ids.shape[1], config.max_new_tokens, encoder_decoder)
     streamer = _Streamer(tokenizer, on_text) if on_text is not None and len(prompts) == 1 else None
     core = GenerationConfig(
-        max_new_tokens=config.max_new_tokens, do_sample=config.do_sample and config.num_beams == 1,
+        max_new_tokens=max_new, do_sample=config.do_sample and config.num_beams == 1,
         temperature=config.temperature, top_k=config.top_k, top_p=config.top_p, num_beams=config.num_beams,
         length_penalty=config.length_penalty, seed=config.seed, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id or 0, decoder_start_token_id=_start_token(tokenizer),
@@ -56,6 +60,20 @@ def generate_text(
         for text in texts:
             on_text(text + "\n")
     return texts
+
+
+def _fit_length(net: nn.Module, prompt_len: int, max_new: int, encoder_decoder: bool) -> int:
+    """max_new_tokens capped so the prompt and the output fit an absolute position table."""
+    if net.cfg.position not in ("learned", "sinusoidal"):
+        return max_new
+    limit = net.cfg.max_len - (0 if encoder_decoder else prompt_len)
+    if limit < 1:
+        raise ValueError(f"the prompt has {prompt_len} tokens; the model handles at most {net.cfg.max_len}")
+    if max_new > limit:
+        log.warning(
+            "max_new_tokens %d capped at %d: the model handles %d positions", max_new, limit, net.cfg.max_len
+        )
+    return min(max_new, limit)
 
 
 def _start_token(tokenizer: Any) -> int:

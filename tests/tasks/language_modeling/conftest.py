@@ -1,0 +1,62 @@
+"""Fixtures for end-to-end language-modelling runs through the `tetraformer` CLI, in-process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tetraformer.cli import main
+
+TEXT = "First Citizen: Before we proceed any further, hear me speak.\n"
+
+
+def tiny_config(root: Path, **data: object) -> dict:
+    """A config for a very small char-level GPT that trains in seconds on 2 cores."""
+    return {
+        "seed_everything": 0,
+        "trainer": {
+            "default_root_dir": str(root), "max_steps": 20, "val_check_interval": 5, "check_val_every_n_epoch": None,
+            "log_every_n_steps": 1, "enable_progress_bar": False, "enable_model_summary": False, "accelerator": "cpu",
+            "devices": 1,
+        },
+        "model": {
+            "class_path": "tasks.language_modeling.module.LanguageModeling",
+            "init_args": {
+                "arch": {"d_model": 64, "n_heads": 2, "n_layers": 2, "d_ff": 128, "max_len": 64, "position": "rotary"},
+                "optim": {"lr": 3e-3, "warmup_steps": 5, "schedule": "constant", "weight_decay": 0.0},
+                "sample_prompts": ["First"],
+                "generation": {"max_new_tokens": 8},
+            },
+        },
+        "data": {
+            "class_path": "tasks.language_modeling.data.LanguageModelingData",
+            "init_args": {"tokenizer_type": "char", "block_size": 16, "batch_size": 8, **data},
+        },
+        "run": {"wandb": "disabled"},
+    }  # fmt: skip
+
+
+@pytest.fixture
+def text_file(tmp_path: Path) -> Path:
+    """A short text repeated as twelve one-line documents."""
+    path = tmp_path / "corpus.txt"
+    path.write_text(TEXT * 12, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
+    """Write a tiny config (with data overrides) and run `tetraformer SUBCOMMAND -c it ARGS...`; returns the run dir."""
+    monkeypatch.setenv("WANDB_SILENT", "true")
+
+    def run(subcommand: str, *args: str, root: Path | None = None, **data: object) -> Path:
+        root = root or tmp_path / "run"
+        config = tmp_path / f"{subcommand}.yaml"
+        config.write_text(yaml.safe_dump(tiny_config(root, **data)))
+        main([subcommand, "-c", str(config), *args])
+        return root
+
+    return run

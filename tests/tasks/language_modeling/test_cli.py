@@ -1,0 +1,131 @@
+"""End to end through the CLI: fit, resume, generate from the checkpoint, test, W&B offline, bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.tasks.language_modeling.conftest import TEXT
+from tests.training.wandb_records import history_rows
+from tetraformer.cli import main
+from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.text_generation import TextGenerationConfig
+
+
+def train_losses(run: Path) -> list[tuple[int, float]]:
+    """(step, train/loss) rows of every metrics.csv of a run, in version order."""
+    rows = []
+    for metrics in sorted(run.glob("logs/version_*/metrics.csv")):
+        with metrics.open() as f:
+            rows += [
+                (int(r["step"]), float(r["train/loss"])) for r in csv.DictReader(f) if r.get("train/loss")
+            ]
+    return rows
+
+
+def test_fast_dev_run(run_cli: Callable[..., Path], text_file: Path) -> None:
+    """`fit --trainer.fast_dev_run` runs a train and a val batch on a fixture text."""
+    run = run_cli("fit", "--trainer.fast_dev_run", "1", train_path=str(text_file), documents="line")
+    assert (run / "tokenizer" / "tokenizer.json").is_file()
+
+
+def test_memorises_and_generates(run_cli: Callable[..., Path], text_file: Path) -> None:
+    """A tiny GPT memorises a short text, and greedy generation from the checkpoint reproduces it."""
+    data = {"train_path": str(text_file), "val_path": str(text_file), "documents": "line", "block_size": 64}
+    run = run_cli("fit", "--trainer.max_steps", "150", "--trainer.val_check_interval", "50", **data)
+    assert train_losses(run)[-1][1] < 0.15
+    module = load_task_module(run / "checkpoints" / "last.ckpt")
+    prompt = "First Citizen:"
+    greedy = TextGenerationConfig(max_new_tokens=len(TEXT) - len(prompt) - 1, do_sample=False)
+    assert prompt + module.generate([prompt], greedy)[0] == TEXT.rstrip("\n")
+
+
+def test_resume_continues_steps_and_loss(run_cli: Callable[..., Path], text_file: Path) -> None:
+    """`fit --ckpt_path last` continues the step count and the loss curve where the first run stopped."""
+    data = {"train_path": str(text_file), "documents": "line", "val_fraction": 0.2}
+    run = run_cli("fit", "--trainer.max_steps", "20", **data)
+    first = train_losses(run)
+    run_cli("fit", "--trainer.max_steps", "40", "--ckpt_path", "last", **data)
+    resumed = train_losses(run)[len(first) :]
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 40
+    assert resumed[0][0] > first[-1][0]  # step numbers continue
+    assert resumed[0][1] < 0.8 * first[0][1]  # the loss starts near where it stopped, not from scratch
+    assert resumed[0][1] < first[-1][1] * 1.25
+
+
+def test_generate_command_and_checkpoint_only_test(
+    run_cli: Callable[..., Path], text_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`generate` streams and writes JSONL; `test` needs only --ckpt_path and --data.test_path."""
+    run = run_cli("fit", "--trainer.max_steps", "10", train_path=str(text_file), documents="line")
+    ckpt = str(run / "checkpoints" / "last.ckpt")
+    main(
+        [
+            "generate",
+            "--ckpt",
+            ckpt,
+            "--prompt",
+            "First",
+            "--max-new-tokens",
+            "12",
+            "--top-k",
+            "3",
+            "--seed",
+            "1",
+        ]
+    )
+    streamed = capsys.readouterr().out
+    assert streamed.startswith("First") and len(streamed.strip()) > len("First")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("First\nhear me\n")
+    out = tmp_path / "gen.jsonl"
+    main(["generate", "--ckpt", ckpt, "--prompt-file", str(prompts), "--output", str(out), "--num-beams", "2",
+          "--max-new-tokens", "6"])  # fmt: skip
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["prompt"] for r in records] == ["First", "hear me"] and all(r["generated"] for r in records)
+    main(["test", "--ckpt_path", ckpt, "--data.test_path", str(text_file), "--data.documents", "line",
+          "--run.wandb", "disabled", "--trainer.default_root_dir", str(tmp_path / "test")])  # fmt: skip
+    assert any("test/loss" in p.read_text() for p in (tmp_path / "test").glob("logs/version_*/metrics.csv"))
+
+
+def test_wandb_offline_run_holds_metrics(
+    run_cli: Callable[..., Path], text_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With WANDB_MODE=offline the run leaves an offline W&B run with the logged train and val metrics."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run = run_cli("fit", "--trainer.max_steps", "10", "--run.wandb", "auto", train_path=str(text_file),
+                  documents="line")  # fmt: skip
+    (run_file,) = run.glob("wandb/offline-run-*/run-*.wandb")
+    rows = history_rows(run_file)
+    assert any("train/loss" in r for r in rows) and any("val/loss" in r for r in rows)
+    assert any("val/samples/_type" in r for r in rows)  # the generated-samples table
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "options", "message"),
+    [
+        ("missing.txt", None, {}, "missing.txt"),
+        ("empty.txt", b"", {}, "empty.txt"),
+        ("latin1.txt", b"good line\nbad \xff byte\n", {}, "latin1.txt:2"),
+        ("bad.jsonl", b'{"text": "ok"}\n{"text": oops}\n', {}, "bad.jsonl:2"),
+        ("nofield.jsonl", b'{"text": "ok"}\n{"body": "x"}\n', {}, "nofield.jsonl:2"),
+        ("field.jsonl", b'{"body": "x"}\n', {"text_field": "content"}, "content"),
+    ],
+)  # fmt: skip
+def test_bad_input_names_file_and_line(
+    name: str, content: bytes | None, options: dict, message: str, run_cli: Callable[..., Path], tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """Each bad input stops the CLI with one clear error naming the file (and line)."""
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("fit", "--trainer.fast_dev_run", "1", train_path=str(path), documents="line", **options)
+    assert exit_info.value.code == 2
+    assert message in caplog.text
