@@ -33,7 +33,7 @@ def generate_command(argv: list[str]) -> None:
     parser.add_argument("--num-beams", type=int, default=1)
     parser.add_argument("--length-penalty", type=float, default=1.0)
     parser.add_argument("--greedy", action="store_true", help="pick the most likely token (no sampling)")
-    parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    parser.add_argument("--stop", action="append", default=[], help=r"stop string, \n and \t escapes allowed (repeatable)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="cuda" if _cuda() else "cpu")
@@ -46,7 +46,7 @@ def generate_command(argv: list[str]) -> None:
     config = TextGenerationConfig(
         max_new_tokens=args.max_new_tokens, do_sample=not args.greedy and args.num_beams == 1,
         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, num_beams=args.num_beams,
-        length_penalty=args.length_penalty, seed=args.seed, stop=args.stop,
+        length_penalty=args.length_penalty, seed=args.seed, stop=[_unescape(s) for s in args.stop],
     )  # fmt: skip
     if args.prompt is not None:
         sys.stdout.write(args.prompt)
@@ -114,6 +114,11 @@ def tokenizer_command(argv: list[str]) -> None:
         len(files),
         args.output,
     )
+
+
+def _unescape(text: str) -> str:
+    """Turn the \\n and \\t a shell passes literally into newline and tab."""
+    return text.replace("\\n", "\n").replace("\\t", "\t")
 
 
 def _write_stdout(text: str) -> None:
