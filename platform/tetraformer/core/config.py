@@ -37,6 +37,7 @@ class TransformerConfig:
     activation: Activation = "gelu"
     position: Position = "learned"
     bias: bool = True  # biases on every linear layer and norm
+    qkv_bias: bool | None = None  # biases on the Q/K/V projections; None follows `bias`
     attention: AttentionBackend = "sdpa"  # eager can return attention weights
     scale_attention: bool = True  # divide scores by sqrt(d_head); T5 folds this into its init
     scale_embeddings: bool = False  # multiply token embeddings by sqrt(d_model), as the paper does
@@ -83,6 +84,11 @@ class TransformerConfig:
         return self.head_dim * self.n_heads
 
     @property
+    def use_qkv_bias(self) -> bool:
+        """Whether the Q/K/V projections have biases."""
+        return self.bias if self.qkv_bias is None else self.qkv_bias
+
+    @property
     def is_encoder_decoder(self) -> bool:
         """True when the config describes an encoder plus a cross-attending decoder."""
         return self.n_decoder_layers > 0
@@ -120,7 +126,7 @@ class TransformerConfig:
     def layer_params(self, cross_attention: bool = False) -> int:
         """Parameters of one layer (attention, optional cross-attention, feed-forward, norms)."""
         d, inner, b = self.d_model, self.inner_dim, int(self.bias)
-        attn = 4 * d * inner + b * (3 * inner + d)
+        attn = 4 * d * inner + int(self.use_qkv_bias) * 3 * inner + b * d
         ffn_in = (2 if self.gated else 1) * (d * self.d_ff + b * self.d_ff)
         ffn = ffn_in + self.d_ff * d + b * d
         n_norms = 3 if cross_attention else 2
