@@ -11,6 +11,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from tetraformer.core.config import TransformerConfig
+
 PAYLOAD_KEY = "tetraformer"
 
 
@@ -78,6 +80,18 @@ def load_weights(net: nn.Module, state: dict[str, torch.Tensor], source: str) ->
                 f"{source}: tensor '{key}' has shape {tuple(state[key].shape)}, model expects {tuple(tensor.shape)}"
             )
     net.load_state_dict({k: state[k] for k in own})
+
+
+def starting_point(source: str | Path) -> tuple[TransformerConfig, dict[str, torch.Tensor]]:
+    """(config, network weights) of a Tetraformer checkpoint or a Hugging Face model directory."""
+    path = Path(source)
+    if path.is_dir():
+        from tetraformer.interop import load_hf
+
+        core = load_hf(path).core
+        return core.cfg, core.state_dict()
+    payload = read_checkpoint(path)[PAYLOAD_KEY]
+    return TransformerConfig.from_dict(payload["model_config"]), network_state(path)
 
 
 def network_state(path: str | Path, prefix: str = "net.") -> dict[str, torch.Tensor]:

@@ -13,19 +13,22 @@ from tetraformer.core.config import TransformerConfig
 from tetraformer.training.checkpoint import (
     PAYLOAD_KEY,
     load_weights,
-    network_state,
     plain,
+    starting_point,
     tokenizer_from_state,
     tokenizer_state,
 )
 from tetraformer.training.optim import OptimizerConfig, build_optimizer
 
 log = logging.getLogger(__name__)
+FINE_TUNING_FIELDS = ("dropout", "attn_dropout", "ffn_dropout", "attention")  # taken from `arch` with init_from
 
 
 class TaskModule(L.LightningModule):
     """Owns one network built from a TransformerConfig; subclasses define the network and the loss.
 
+    With `init_from` (a Tetraformer checkpoint or a Hugging Face model directory) the architecture and
+    weights come from that source; only the FINE_TUNING_FIELDS of `arch` apply.
     The network is built in `configure_model`, once the datamodule knows the vocabulary, or in
     `on_load_checkpoint` from the config stored in the checkpoint, so a checkpoint is all `predict` needs.
     """
@@ -79,14 +82,23 @@ class TaskModule(L.LightningModule):
             return  # already built, or loading a checkpoint outside a Trainer: on_load_checkpoint builds it
         datamodule = self.trainer.datamodule
         self.tokenizer = getattr(datamodule, "tokenizer", None)
-        self.net = self.make_network(self.network_config(datamodule))
-        if self.init_from:
-            self.load_initial_weights(self.init_from)
+        if not self.init_from:
+            self.net = self.make_network(self.network_config(datamodule))
+            return
+        cfg, state = starting_point(self.init_from)
+        cfg = cfg.replace(**{k: getattr(self.arch, k) for k in FINE_TUNING_FIELDS})
+        self._check_vocabulary(cfg)
+        self.net = self.make_network(cfg)
+        load_weights(self.net, state, self.init_from)
+        log.info("initialised %s from %s", type(self.net).__name__, self.init_from)
 
-    def load_initial_weights(self, source: str) -> None:
-        """Start from a Tetraformer checkpoint's network weights."""
-        load_weights(self.net, network_state(source), source)
-        log.info("initialised weights from %s", source)
+    def _check_vocabulary(self, cfg: TransformerConfig) -> None:
+        """The data's tokenizer must not produce ids the pretrained embedding lacks."""
+        if self.tokenizer is not None and cfg.vocab_size and len(self.tokenizer) > cfg.vocab_size:
+            raise ValueError(
+                f"{self.init_from} embeds {cfg.vocab_size} tokens but the data's tokenizer has {len(self.tokenizer)}: "
+                "set --data.tokenizer to the pretrained model's tokenizer"
+            )
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Store config, tokenizer and task settings; make hyper-parameters plain data."""

@@ -129,3 +129,24 @@ def test_bad_input_names_file_and_line(
         run_cli("fit", "--trainer.fast_dev_run", "1", train_path=str(path), documents="line", **options)
     assert exit_info.value.code == 2
     assert message in caplog.text
+
+
+def validation_loss(run: Path) -> float:
+    """The val/loss of the newest metrics.csv of a run directory."""
+    metrics = max(run.glob("logs/version_*/metrics.csv"), key=lambda p: p.stat().st_mtime)
+    with metrics.open() as f:
+        return [float(r["val/loss"]) for r in csv.DictReader(f) if r.get("val/loss")][-1]
+
+
+def test_init_from_checkpoint_starts_from_its_weights(
+    run_cli: Callable[..., Path], text_file: Path, tmp_path: Path
+) -> None:
+    """`--model.init_from CKPT` reproduces that checkpoint's validation loss before any training."""
+    data = {"train_path": str(text_file), "val_path": str(text_file), "documents": "line"}
+    first = run_cli("fit", "--trainer.max_steps", "15", **data)
+    ckpt = first / "checkpoints" / "last.ckpt"
+    resumed = run_cli("validate", "--ckpt_path", str(ckpt), root=tmp_path / "a", **data)
+    started = run_cli("validate", "--model.init_from", str(ckpt), "--data.tokenizer", str(first / "tokenizer"),
+                      root=tmp_path / "b", **data)  # fmt: skip
+    assert validation_loss(started) == pytest.approx(validation_loss(resumed), rel=1e-5)
+    assert validation_loss(started) < 0.8 * validation_loss(run_cli("validate", root=tmp_path / "c", **data))
