@@ -22,9 +22,10 @@ from tetraformer.training.loggers import RunConfig, wandb_logger
 
 
 class Throughput(Callback):
-    """Logs train/tokens_per_s (input tokens or patches per second) over each logging interval."""
+    """Logs train/tokens_per_s over each logging interval, and train/mfu when the device peak is known."""
 
-    def __init__(self) -> None:
+    def __init__(self, peak_tflops: float | None = None) -> None:
+        self.peak_flops = peak_tflops * 1e12 if peak_tflops else None
         self.tokens, self.start = 0, None
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
@@ -40,7 +41,11 @@ class Throughput(Callback):
         if trainer.global_step % max(trainer.log_every_n_steps, 1) == 0 and self.start is not None:
             elapsed = time.perf_counter() - self.start
             if elapsed > 0 and self.tokens:
-                pl_module.log("train/tokens_per_s", self.tokens / elapsed, on_step=True, on_epoch=False)
+                rate = self.tokens / elapsed
+                pl_module.log("train/tokens_per_s", rate, on_step=True, on_epoch=False)
+                if self.peak_flops:
+                    flops = rate * pl_module.net.cfg.flops_per_token() / trainer.world_size
+                    pl_module.log("train/mfu", flops / self.peak_flops, on_step=True, on_epoch=False)
             self.tokens, self.start = 0, None
 
 
@@ -86,7 +91,7 @@ def default_callbacks(root_dir: str | Path, run: RunConfig) -> list[Callback]:
         dirpath=Path(root_dir) / "checkpoints", filename="best", monitor=run.monitor, mode=run.monitor_mode,
         save_last=True, save_top_k=1, auto_insert_metric_name=False,
     )  # fmt: skip
-    callbacks: list[Callback] = [checkpoint, LearningRateMonitor("step"), Throughput()]
+    callbacks: list[Callback] = [checkpoint, LearningRateMonitor("step"), Throughput(run.peak_tflops)]
     if run.samples:
         callbacks.append(SamplesTable())
     if run.early_stopping_patience is not None:
