@@ -14,3 +14,5 @@ __all__ = [
     "register",
     "save_hf",
 ]
+
+from tetraformer.interop import bert, gpt2  # noqa: F401,E402  (registers converters)

@@ -1,0 +1,314 @@
+"""BERT checkpoints in and out: BertModel, BertForMaskedLM, BertForSequenceClassification, BertForTokenClassification.
+
+Every class runs the core's TextEncoder (post-norm, normalised embeddings, learned positions, segments)
+under Hugging Face's input names; heads sit beside it: the tanh pooler, the MLM head, the classifiers.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+from torch import Tensor, nn
+
+from tetraformer.core import ClassificationHead, MaskedLMHead, TextEncoder, TokenClassificationHead
+from tetraformer.core.config import TransformerConfig
+from tetraformer.interop.errors import InteropError
+from tetraformer.interop.mapping import (
+    Rule,
+    activation_from_hf,
+    activation_to_hf,
+    base_prefix,
+    check_supported,
+    export_state,
+    import_state,
+    kept_config,
+    report_unused,
+    require,
+    resolve_tie,
+    weight_and_bias,
+)
+from tetraformer.interop.outputs import ModelOutput
+from tetraformer.interop.registry import Converter, HFModel, register
+from tetraformer.interop.weights import WeightReader
+
+# BertConfig's defaults: what transformers assumes for an entry config.json leaves out
+DEFAULTS = dict(
+    vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, tie_word_embeddings=True,
+)  # fmt: skip
+SUPPORTED = {
+    "position_embedding_type": ("absolute",),
+    "is_decoder": (False,),
+    "add_cross_attention": (False,),
+}
+EXPORTABLE = dict(
+    norm="layernorm", norm_position="post", embedding_norm=True, position="learned", bias=True, use_qkv_bias=True,
+    scale_attention=True, scale_embeddings=False, n_decoder_layers=0,
+)  # fmt: skip
+HEAD_PREFIX = "cls.predictions."
+
+
+def bert_config(hf: dict, source: str, tie: bool = True) -> TransformerConfig:
+    """The core config of a BERT config.json (tie: whether the MLM decoder shares the word embeddings)."""
+    check_supported(hf, source, SUPPORTED)
+    hf = {**DEFAULTS, **hf}
+    fields = dict(
+        d_model=hf["hidden_size"], n_heads=hf["num_attention_heads"], n_layers=hf["num_hidden_layers"],
+        d_ff=hf["intermediate_size"], vocab_size=hf["vocab_size"], type_vocab_size=hf["type_vocab_size"],
+        max_len=hf["max_position_embeddings"], norm_position="post", norm_eps=hf["layer_norm_eps"],
+        embedding_norm=True, activation=activation_from_hf(hf["hidden_act"], "hidden_act", source),
+        position="learned", dropout=hf["hidden_dropout_prob"], attn_dropout=hf["attention_probs_dropout_prob"],
+        init_std=hf["initializer_range"], tie_embeddings=tie,
+    )  # fmt: skip
+    try:
+        return TransformerConfig(**fields)
+    except ValueError as err:
+        raise InteropError(f"{source}: {err}") from err
+
+
+def hf_bert_config(cfg: TransformerConfig, original: dict) -> dict:
+    """config.json entries for a core config, over the entries of the checkpoint it came from."""
+    require(cfg, "BERT", {**EXPORTABLE, "inner_dim": cfg.d_model})
+    if cfg.type_vocab_size < 1:
+        raise InteropError("cannot export as BERT: the model has no segment embedding (type_vocab_size=0)")
+    return {
+        **kept_config(original), "model_type": "bert", "vocab_size": cfg.vocab_size, "hidden_size": cfg.d_model,
+        "num_hidden_layers": cfg.n_layers, "num_attention_heads": cfg.n_heads, "intermediate_size": cfg.d_ff,
+        "hidden_act": activation_to_hf(cfg.activation, original.get("hidden_act"), "BERT"),
+        "hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.attn_dropout,
+        "max_position_embeddings": cfg.max_len, "type_vocab_size": cfg.type_vocab_size,
+        "initializer_range": cfg.init_std, "layer_norm_eps": cfg.norm_eps, "tie_word_embeddings": cfg.tie_embeddings,
+        "position_embedding_type": "absolute", "is_decoder": False, "add_cross_attention": False,
+    }  # fmt: skip
+
+
+def encoder_rules(n_layers: int, prefix: str) -> list[Rule]:
+    """Our TextEncoder (under `core.`) <- HF's embeddings and layers (under `prefix`)."""
+    e = f"{prefix}embeddings."
+    rules = [
+        Rule("core.embed.tokens.weight", (f"{e}word_embeddings.weight",)),
+        Rule("core.embed.types.weight", (f"{e}token_type_embeddings.weight",)),
+        Rule("core.embed.positions.weight", (f"{e}position_embeddings.weight",)),
+        *weight_and_bias("core.embed.norm", f"{e}LayerNorm"),
+    ]
+    for i in range(n_layers):
+        ours, hf = f"core.encoder.layers.{i}.", f"{prefix}encoder.layer.{i}."
+        qkv = (f"{hf}attention.self.{name}" for name in ("query", "key", "value"))
+        rules += weight_and_bias(f"{ours}self_attn.qkv", *qkv)
+        rules += weight_and_bias(f"{ours}self_attn.out", f"{hf}attention.output.dense")
+        rules += weight_and_bias(f"{ours}norm1", f"{hf}attention.output.LayerNorm")
+        rules += weight_and_bias(f"{ours}ffn.up", f"{hf}intermediate.dense")
+        rules += weight_and_bias(f"{ours}ffn.down", f"{hf}output.dense")
+        rules += weight_and_bias(f"{ours}norm2", f"{hf}output.LayerNorm")
+    return rules
+
+
+def legacy_names(weights: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Rename TF-era LayerNorm `gamma`/`beta` to `weight`/`bias`, as transformers does on load."""
+    renamed = {}
+    for key, tensor in weights.items():
+        if "LayerNorm." in key:
+            key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
+                "LayerNorm.beta", "LayerNorm.bias"
+            )
+        renamed[key] = tensor
+    return renamed
+
+
+class BertBase(HFModel):
+    """A TextEncoder behind BERT's inputs; subclasses add their head and its tensor names."""
+
+    base_prefix = "bert."  # where head models keep the encoder in a checkpoint
+
+    def features(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        """(B, T) ids, real-token mask and segment ids -> (B, T, D) final hidden states."""
+        return self.core(input_ids, attention_mask, token_type_ids).last_hidden_state
+
+    def rules(self, prefix: str) -> list[Rule]:
+        """Every tensor of this model and its HF name(s), the encoder under `prefix`."""
+        return encoder_rules(self.core.cfg.n_layers, prefix) + self.head_rules(prefix)
+
+    def head_rules(self, prefix: str) -> list[Rule]:
+        """Rules for the tensors beside the encoder."""
+        return []
+
+    def export_config(self) -> dict:
+        """config.json for this model."""
+        return hf_bert_config(self.core.cfg, self.hf_config)
+
+    def export_weights(self) -> dict[str, Tensor]:
+        """HF-named tensors for this model."""
+        return export_state(self, self.rules(self.base_prefix))
+
+    @classmethod
+    def from_checkpoint(cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor]) -> BertBase:
+        """An empty model of the checkpoint's shape."""
+        return cls(TextEncoder(cfg), hf)
+
+
+class HFBertModel(BertBase):
+    """BertModel: final hidden states and pooler_output = tanh(dense(h[:, 0]))."""
+
+    architecture = "BertModel"
+    base_prefix = ""
+
+    def __init__(
+        self, core: TextEncoder, hf_config: dict, tokenizer_dir: Path | None = None, pooler: bool = True
+    ) -> None:
+        super().__init__(core, hf_config, tokenizer_dir)
+        d = core.cfg.d_model
+        self.pooler = nn.Sequential(nn.Linear(d, d), nn.Tanh()) if pooler else None
+
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> ModelOutput:
+        """(B, T) inputs -> last_hidden_state (B, T, D) and pooler_output (B, D) (None without a pooler)."""
+        h = self.features(input_ids, attention_mask, token_type_ids)
+        pooled = self.pooler(h[:, 0]) if self.pooler is not None else None
+        return ModelOutput(last_hidden_state=h, pooler_output=pooled)
+
+    def head_rules(self, prefix: str) -> list[Rule]:
+        """The pooler, when the checkpoint has one (BertModel(add_pooling_layer=False) has none)."""
+        return weight_and_bias("pooler.0", f"{prefix}pooler.dense") if self.pooler is not None else []
+
+    @classmethod
+    def from_checkpoint(cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor]) -> BertBase:
+        """An empty model, with a pooler only when the checkpoint has its weights."""
+        pooler = any(k.endswith("pooler.dense.weight") for k in weights)
+        return cls(TextEncoder(cfg), hf, pooler=pooler)
+
+
+class HFBertForMaskedLM(BertBase):
+    """BertForMaskedLM: dense + act + LayerNorm, then the (tied) vocabulary projection with its bias."""
+
+    architecture = "BertForMaskedLM"
+
+    def __init__(self, core: TextEncoder, hf_config: dict, tokenizer_dir: Path | None = None) -> None:
+        super().__init__(core, hf_config, tokenizer_dir)
+        self.head = MaskedLMHead(core.cfg, core.embed.tokens)
+
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> ModelOutput:
+        """(B, T) inputs -> (B, T, V) logits."""
+        return ModelOutput(logits=self.head(self.features(input_ids, attention_mask, token_type_ids)))
+
+    def head_rules(self, prefix: str) -> list[Rule]:
+        """The transform, the output bias and (untied) the output matrix."""
+        rules = weight_and_bias("head.dense", f"{HEAD_PREFIX}transform.dense")
+        rules += weight_and_bias("head.norm", f"{HEAD_PREFIX}transform.LayerNorm")
+        rules.append(Rule("head.proj.bias", (f"{HEAD_PREFIX}bias",)))
+        if not self.core.cfg.tie_embeddings:
+            rules.append(Rule("head.proj.weight", (f"{HEAD_PREFIX}decoder.weight",)))
+        return rules
+
+    def export_weights(self) -> dict[str, Tensor]:
+        """Untied, transformers reads the bias from `decoder.bias`; write both names, as it does."""
+        weights = super().export_weights()
+        if not self.core.cfg.tie_embeddings:
+            weights[f"{HEAD_PREFIX}decoder.bias"] = weights[f"{HEAD_PREFIX}bias"].clone()
+        return weights
+
+
+class HFBertForSequenceClassification(BertBase):
+    """BertForSequenceClassification: the tanh pooler over [CLS], dropout, a linear classifier."""
+
+    architecture = "BertForSequenceClassification"
+
+    def __init__(self, core: TextEncoder, hf_config: dict, tokenizer_dir: Path | None = None) -> None:
+        super().__init__(core, hf_config, tokenizer_dir)
+        dropout = classifier_dropout(hf_config, core.cfg)
+        self.head = ClassificationHead(core.cfg.d_model, num_labels(hf_config), "cls", True, dropout)
+
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> ModelOutput:
+        """(B, T) inputs -> (B, num_labels) logits."""
+        h = self.features(input_ids, attention_mask, token_type_ids)
+        return ModelOutput(logits=self.head(h, attention_mask))
+
+    def head_rules(self, prefix: str) -> list[Rule]:
+        """The pooler (inside HF's encoder) and the classifier."""
+        return weight_and_bias("head.pooler.0", f"{prefix}pooler.dense") + weight_and_bias(
+            "head.classifier", "classifier"
+        )
+
+    def export_config(self) -> dict:
+        """config.json with the label vocabulary."""
+        return {**super().export_config(), **labels(self.hf_config, self.head.classifier.out_features)}
+
+
+class HFBertForTokenClassification(BertBase):
+    """BertForTokenClassification: dropout and a linear classifier on every token."""
+
+    architecture = "BertForTokenClassification"
+
+    def __init__(self, core: TextEncoder, hf_config: dict, tokenizer_dir: Path | None = None) -> None:
+        super().__init__(core, hf_config, tokenizer_dir)
+        dropout = classifier_dropout(hf_config, core.cfg)
+        self.head = TokenClassificationHead(core.cfg.d_model, num_labels(hf_config), dropout)
+
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> ModelOutput:
+        """(B, T) inputs -> (B, T, num_labels) logits."""
+        return ModelOutput(logits=self.head(self.features(input_ids, attention_mask, token_type_ids)))
+
+    def head_rules(self, prefix: str) -> list[Rule]:
+        """The classifier."""
+        return weight_and_bias("head.classifier", "classifier")
+
+    def export_config(self) -> dict:
+        """config.json with the label vocabulary."""
+        return {**super().export_config(), **labels(self.hf_config, self.head.classifier.out_features)}
+
+
+def classifier_dropout(hf: dict, cfg: TransformerConfig) -> float:
+    """classifier_dropout when set, else the hidden dropout, as transformers does."""
+    return cfg.dropout if hf.get("classifier_dropout") is None else hf["classifier_dropout"]
+
+
+def num_labels(hf: dict) -> int:
+    """Classes of a classifier config: len(id2label), else num_labels, else transformers' default 2."""
+    return len(hf["id2label"]) if hf.get("id2label") else int(hf.get("num_labels", 2))
+
+
+def labels(hf: dict, n: int) -> dict:
+    """id2label / label2id for n classes: the checkpoint's names when they fit, else LABEL_i."""
+    id2label = {str(k): v for k, v in (hf.get("id2label") or {}).items()}
+    if len(id2label) != n:
+        id2label = {str(i): f"LABEL_{i}" for i in range(n)}
+    return {"id2label": id2label, "label2id": {v: int(k) for k, v in id2label.items()}}
+
+
+def load(cls: type[BertBase], hf: dict, weights: dict[str, Tensor], source: str) -> BertBase:
+    """Build `cls` from a BERT config.json and state dict (any prefix, legacy names tolerated)."""
+    weights = legacy_names(weights)
+    prefix = base_prefix(weights, "bert.")
+    decoder_bias = f"{HEAD_PREFIX}decoder.bias"
+    if decoder_bias in weights:  # the bias the decoder really adds: tied, both are one tensor
+        weights[f"{HEAD_PREFIX}bias"] = weights.pop(decoder_bias)
+    tie = resolve_tie(
+        weights, f"{HEAD_PREFIX}decoder.weight", f"{prefix}embeddings.word_embeddings.weight",
+        bool(hf.get("tie_word_embeddings", True)),
+    )  # fmt: skip
+    model = cls.from_checkpoint(bert_config(hf, source, tie), hf, weights)
+    reader = WeightReader(weights, source)
+    import_state(model, model.rules(prefix), reader)
+    report_unused(reader, cls.architecture)
+    return model
+
+
+def save(model: HFModel) -> tuple[dict, dict[str, Tensor]]:
+    """(config.json, tensors) that transformers loads as the model's architecture."""
+    if not isinstance(model, BertBase):
+        raise InteropError(f"{type(model).__name__} is not a BERT model")
+    return model.export_config(), model.export_weights()
+
+
+CLASSES = (HFBertModel, HFBertForMaskedLM, HFBertForSequenceClassification, HFBertForTokenClassification)
+register(*(Converter(c.architecture, partial(load, c), save) for c in CLASSES))
