@@ -15,4 +15,4 @@ __all__ = [
     "save_hf",
 ]
 
-from tetraformer.interop import bert, gpt2  # noqa: F401,E402  (registers converters)
+from tetraformer.interop import bert, gpt2, t5, vit  # noqa: F401,E402  (registers converters)

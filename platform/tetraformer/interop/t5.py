@@ -1,0 +1,237 @@
+"""T5 (v1.0 and v1.1) <-> Seq2SeqLM: T5Model and T5ForConditionalGeneration.
+
+T5 = RMSNorm pre-norm blocks without biases, unscaled attention scores, and one relative position bias
+per stack that Hugging Face keeps in the stack's first self-attention layer. v1.0 uses a ReLU feed-forward
+and ties the LM head to the shared embedding, rescaling the decoder output by d_model**-0.5; v1.1 uses a
+gated-GELU feed-forward (wi_0 is the gate, wi_1 the value) and an untied, unscaled head.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from torch import Tensor
+
+from tetraformer.core import Seq2SeqLM, TransformerConfig
+from tetraformer.interop.errors import InteropError
+from tetraformer.interop.mapping import (
+    Rule,
+    export_state,
+    import_state,
+    kept_config,
+    report_unused,
+    require,
+    resolve_tie,
+)
+from tetraformer.interop.outputs import ModelOutput
+from tetraformer.interop.registry import Converter, HFModel, register
+from tetraformer.interop.weights import WeightReader
+
+# feed_forward_proj -> the core activation computing the same function, and back
+FFN_FROM_HF = {
+    "relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+    "gated-gelu": "geglu_tanh", "gated-gelu_new": "geglu_tanh", "gated-gelu_pytorch_tanh": "geglu_tanh",
+    "gated-silu": "swiglu",
+}  # fmt: skip
+FFN_TO_HF = {
+    "relu": "relu",
+    "gelu": "gelu",
+    "gelu_tanh": "gelu_new",
+    "geglu_tanh": "gated-gelu",
+    "swiglu": "gated-silu",
+}
+# what a core config must hold to be written as T5
+T5_SHAPE = dict(
+    norm="rmsnorm", norm_position="pre", position="relative", bias=False, use_qkv_bias=False,
+    scale_attention=False, scale_embeddings=False, embedding_norm=False, type_vocab_size=0,
+)  # fmt: skip
+
+
+class T5Base(HFModel):
+    """A Seq2SeqLM behind T5's input names."""
+
+    core: Seq2SeqLM
+
+    def decoder_states(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None,
+        decoder_input_ids: Tensor | None,
+        decoder_attention_mask: Tensor | None,
+    ) -> Tensor:
+        """(B, S) source and (B, T) decoder ids -> (B, T, D) final decoder states."""
+        if decoder_input_ids is None:
+            start = self.hf_config.get("decoder_start_token_id", 0)
+            raise ValueError(f"T5 needs decoder_input_ids (start them with decoder_start_token_id={start})")
+        memory = self.core.encode(input_ids, attention_mask).last_hidden_state  # (B, S, D)
+        out = self.core.decode(decoder_input_ids, memory, attention_mask, decoder_attention_mask)
+        return out.last_hidden_state
+
+
+class T5Model(T5Base):
+    """Encoder-decoder without a head: `last_hidden_state` is the decoder's."""
+
+    architecture = "T5Model"
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        decoder_input_ids: Tensor | None = None,
+        decoder_attention_mask: Tensor | None = None,
+    ) -> ModelOutput:
+        """Hugging Face inputs -> ModelOutput(last_hidden_state=(B, T, D))."""
+        h = self.decoder_states(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask)
+        return ModelOutput(last_hidden_state=h)
+
+
+class T5ForConditionalGeneration(T5Base):
+    """Encoder-decoder with the LM head: `logits` over the vocabulary at every decoder position."""
+
+    architecture = "T5ForConditionalGeneration"
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        decoder_input_ids: Tensor | None = None,
+        decoder_attention_mask: Tensor | None = None,
+    ) -> ModelOutput:
+        """Hugging Face inputs -> ModelOutput(logits=(B, T, V))."""
+        h = self.decoder_states(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask)
+        return ModelOutput(logits=self.core.lm_head(h))
+
+
+# --- import ----------------------------------------------------------------------------------------
+def core_config(hf: dict, source: str, tied: bool, rescale: bool) -> TransformerConfig:
+    """The core config of a T5 config.json (absent entries take T5Config's defaults)."""
+    proj = hf.get("feed_forward_proj", "relu")
+    if proj not in FFN_FROM_HF:
+        raise InteropError(
+            f"{source}: feed_forward_proj={proj!r} is not supported; supported: {sorted(FFN_FROM_HF)}"
+        )
+    n_layers, rate = hf.get("num_layers", 6), hf.get("dropout_rate", 0.1)
+    return TransformerConfig(
+        d_model=hf.get("d_model", 512), n_heads=hf.get("num_heads", 8), d_head=hf.get("d_kv", 64),
+        n_layers=n_layers, n_decoder_layers=hf.get("num_decoder_layers") or n_layers, d_ff=hf.get("d_ff", 2048),
+        vocab_size=hf.get("vocab_size", 32128), norm="rmsnorm", norm_position="pre",
+        norm_eps=hf.get("layer_norm_epsilon", 1e-6), activation=FFN_FROM_HF[proj], position="relative",
+        bias=False, scale_attention=False, relative_buckets=hf.get("relative_attention_num_buckets", 32),
+        relative_max_distance=hf.get("relative_attention_max_distance", 128),
+        dropout=rate, attn_dropout=rate, ffn_dropout=rate, tie_embeddings=tied, rescale_tied_logits=rescale,
+    )  # fmt: skip
+
+
+def scales_decoder_output(hf: dict) -> bool:
+    """Whether the LM head sees decoder states times d_model**-0.5, as transformers decides.
+
+    transformers >= 5 writes `scale_decoder_outputs`; older files say it through `tie_word_embeddings`.
+    """
+    if "scale_decoder_outputs" in hf:
+        return bool(hf["scale_decoder_outputs"])
+    return hf.get("tie_word_embeddings", True) is not False
+
+
+def load_t5(hf: dict, weights: dict[str, Tensor], source: str, cls: type[T5Base]) -> T5Base:
+    """A T5 checkpoint as `cls`; an untied head that is also rescaled gets the scale folded into it."""
+    weights = dict(weights)
+    tied = cls is T5Model or resolve_tie(weights, "lm_head.weight", "shared.weight", True)
+    rescale = scales_decoder_output(hf)
+    if not tied and rescale:  # the core rescales tied heads only: d**-0.5 * W h = (d**-0.5 W) h
+        weights["lm_head.weight"] = weights["lm_head.weight"] * hf.get("d_model", 512) ** -0.5
+    cfg = core_config(hf, source, tied, rescale and tied)
+    model = cls(Seq2SeqLM(cfg), hf)
+    reader = WeightReader(weights, source)
+    import_state(model, rules(cfg, head=None if tied else "lm_head.weight"), reader)
+    _skip_redundant(reader)
+    report_unused(reader, cls.architecture)
+    return model
+
+
+def _skip_redundant(reader: WeightReader) -> None:
+    """Mark copies transformers itself ignores as used: per-stack embeddings, the decoder's unused bias."""
+    redundant = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight",
+                 "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight")  # fmt: skip
+    reader.used.update(k for k in redundant if reader.has(k))
+
+
+def rules(cfg: TransformerConfig, head: str | None) -> list[Rule]:
+    """Every core tensor and its T5 name(s); the head has a rule only when untied."""
+    out = [Rule("core.embed.tokens.weight", ("shared.weight",))]
+    if head is not None:
+        out.append(Rule("core.lm_head.proj.weight", (head,)))
+    for side, n_layers in (("encoder", cfg.n_layers), ("decoder", cfg.n_decoder_layers or cfg.n_layers)):
+        out += _stack_rules(side, n_layers, cross=side == "decoder", gated=cfg.gated)
+    return out
+
+
+def _stack_rules(side: str, n_layers: int, cross: bool, gated: bool) -> list[Rule]:
+    """One stack: its blocks, final norm, and the relative bias that HF keeps in block 0."""
+    bias = f"{side}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+    out = [
+        Rule(f"core.{side}.position_bias.bias.weight", (bias,)),
+        Rule(f"core.{side}.final_norm.weight", (f"{side}.final_layer_norm.weight",)),
+    ]
+    for i in range(n_layers):
+        out += _block_rules(f"core.{side}.layers.{i}", f"{side}.block.{i}.layer", cross, gated)
+    return out
+
+
+def _block_rules(ours: str, theirs: str, cross: bool, gated: bool) -> list[Rule]:
+    """One block: HF sub-layer 0 is self-attention, then cross-attention (decoder), then the feed-forward."""
+    att, ffn = f"{theirs}.0.SelfAttention", f"{theirs}.{2 if cross else 1}"
+    out = [
+        Rule(f"{ours}.norm1.weight", (f"{theirs}.0.layer_norm.weight",)),
+        Rule(f"{ours}.self_attn.qkv.weight", (f"{att}.q.weight", f"{att}.k.weight", f"{att}.v.weight")),
+        Rule(f"{ours}.self_attn.out.weight", (f"{att}.o.weight",)),
+        Rule(f"{ours}.norm2.weight", (f"{ffn}.layer_norm.weight",)),
+        Rule(f"{ours}.ffn.down.weight", (f"{ffn}.DenseReluDense.wo.weight",)),
+    ]
+    up = ("wi_0", "wi_1") if gated else ("wi",)  # gated: wi_0 is the gate, first half of our fused `up`
+    out.append(Rule(f"{ours}.ffn.up.weight", tuple(f"{ffn}.DenseReluDense.{w}.weight" for w in up)))
+    if cross:
+        x = f"{theirs}.1.EncDecAttention"
+        out += [
+            Rule(f"{ours}.norm_cross.weight", (f"{theirs}.1.layer_norm.weight",)),
+            Rule(f"{ours}.cross_attn.q.weight", (f"{x}.q.weight",)),
+            Rule(f"{ours}.cross_attn.kv.weight", (f"{x}.k.weight", f"{x}.v.weight")),
+            Rule(f"{ours}.cross_attn.out.weight", (f"{x}.o.weight",)),
+        ]
+    return out
+
+
+# --- export ----------------------------------------------------------------------------------------
+def save_t5(model: T5Base) -> tuple[dict, dict[str, Tensor]]:
+    """(config.json, tensors) that transformers loads as the model's class with the same outputs."""
+    cfg = model.core.cfg
+    require(cfg, "T5", T5_SHAPE)
+    if cfg.activation not in FFN_TO_HF:
+        raise InteropError(f"T5 has no {cfg.activation!r} feed-forward; exportable: {sorted(FFN_TO_HF)}")
+    untied = isinstance(model, T5ForConditionalGeneration) and not cfg.tie_embeddings
+    weights = export_state(model, rules(cfg, head="lm_head.weight" if untied else None))
+    return {**kept_config(model.hf_config), **hf_config(cfg, model.hf_config, tied=not untied)}, weights
+
+
+def hf_config(cfg: TransformerConfig, original: dict, tied: bool) -> dict[str, Any]:
+    """The T5 config.json entries that follow from the core config."""
+    proj = FFN_TO_HF[cfg.activation]
+    act = proj.split("-")[-1]
+    return dict(
+        model_type="t5", is_encoder_decoder=True, vocab_size=cfg.vocab_size, d_model=cfg.d_model,
+        d_kv=cfg.head_dim, d_ff=cfg.d_ff, num_layers=cfg.n_layers, num_heads=cfg.n_heads,
+        num_decoder_layers=cfg.n_decoder_layers or cfg.n_layers, layer_norm_epsilon=cfg.norm_eps,
+        relative_attention_num_buckets=cfg.relative_buckets,
+        relative_attention_max_distance=cfg.relative_max_distance, dropout_rate=cfg.dropout,
+        feed_forward_proj=proj, dense_act_fn="gelu_new" if proj == "gated-gelu" else act,
+        is_gated_act=proj.startswith("gated-"), tie_word_embeddings=tied,
+        scale_decoder_outputs=tied and cfg.rescale_tied_logits,
+        pad_token_id=original.get("pad_token_id", 0), eos_token_id=original.get("eos_token_id", 1),
+        decoder_start_token_id=original.get("decoder_start_token_id", 0),
+    )  # fmt: skip
+
+
+register(
+    Converter("T5Model", partial(load_t5, cls=T5Model), save_t5),
+    Converter("T5ForConditionalGeneration", partial(load_t5, cls=T5ForConditionalGeneration), save_t5),
+)
