@@ -122,7 +122,10 @@ def finish_wandb(trainer: Trainer) -> None:
     """Close the run's W&B run so its (offline) files are complete before the command returns."""
     logger = wandb_logger(trainer.loggers)
     if logger is not None and logger._experiment is not None:
+        import wandb
+
         logger.experiment.finish()
+        wandb.teardown()  # waits for the W&B service to write everything (offline finish alone may not)
 
 
 def main(argv: list[str] | None = None) -> None:
