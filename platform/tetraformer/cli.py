@@ -22,8 +22,8 @@ log = logging.getLogger(__name__)
 DESCRIPTION = """Train and use Transformers from one core.
 
 Lightning subcommands: fit, validate, test, predict (each takes -c CONFIG and --section.key=value).
-Other commands: `tetraformer generate --ckpt PATH --prompt TEXT`, `tetraformer tokenizer train ...`
-(run each with --help)."""
+Other commands: `tetraformer generate --ckpt PATH --prompt TEXT`, `tetraformer tokenizer train ...`,
+`tetraformer convert from-hf SRC_DIR OUT_CKPT | to-hf CKPT OUT_DIR` (run each with --help)."""
 
 
 class LogConfigCallback(SaveConfigCallback):

@@ -1,4 +1,4 @@
-"""Commands beside the Lightning subcommands: `generate` and `tokenizer train`."""
+"""Commands beside the Lightning subcommands: `generate`, `tokenizer train` and `convert`."""
 
 from __future__ import annotations
 
@@ -33,7 +33,9 @@ def generate_command(argv: list[str]) -> None:
     parser.add_argument("--num-beams", type=int, default=1)
     parser.add_argument("--length-penalty", type=float, default=1.0)
     parser.add_argument("--greedy", action="store_true", help="pick the most likely token (no sampling)")
-    parser.add_argument("--stop", action="append", default=[], help=r"stop string, \n and \t escapes allowed (repeatable)")
+    parser.add_argument(
+        "--stop", action="append", default=[], help=r"stop string, \n and \t escapes allowed (repeatable)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="cuda" if _cuda() else "cpu")
@@ -116,6 +118,47 @@ def tokenizer_command(argv: list[str]) -> None:
     )
 
 
+def convert_command(argv: list[str]) -> None:
+    """`tetraformer convert from-hf SRC_DIR OUT_CKPT` and `tetraformer convert to-hf CKPT OUT_DIR`."""
+    parser = argparse.ArgumentParser(
+        prog="tetraformer convert", description="Hugging Face checkpoints in and out."
+    )
+    sub = parser.add_subparsers(dest="direction", required=True)
+    from_hf = sub.add_parser("from-hf", help="a Hugging Face model directory -> a Tetraformer checkpoint")
+    from_hf.add_argument("src_dir", type=Path)
+    from_hf.add_argument("out_ckpt", type=Path)
+    from_hf.add_argument("--task", help="task class path the checkpoint serves (default: by architecture)")
+    to_hf = sub.add_parser("to-hf", help="a Tetraformer checkpoint -> a Hugging Face model directory")
+    to_hf.add_argument("ckpt", type=Path)
+    to_hf.add_argument("out_dir", type=Path)
+    args = parser.parse_args(argv)
+
+    from tetraformer.interop import InteropError, load_hf
+    from tetraformer.interop.convert import export_network, import_checkpoint, save_checkpoint
+    from tetraformer.interop.files import read_config
+
+    try:
+        if args.direction == "from-hf":
+            architecture = (read_config(args.src_dir).get("architectures") or [""])[0]
+            task = args.task or TASKS_BY_ARCHITECTURE.get(architecture)
+            save_checkpoint(import_checkpoint(args.src_dir, task), args.out_ckpt)
+            log.info(
+                "%s (%s) -> %s (task: %s)",
+                args.src_dir,
+                architecture,
+                args.out_ckpt,
+                task or "none; use it as init_from",
+            )
+        else:
+            from tetraformer.training.checkpoint import load_network
+
+            net, tokenizer = load_network(args.ckpt)
+            out = export_network(net, tokenizer, args.out_dir)
+            log.info("%s -> %s (%s)", args.ckpt, out, load_hf(out).architecture)
+    except (InteropError, FileNotFoundError, ValueError) as err:
+        raise SystemExit(f"error: {err}") from err
+
+
 def _unescape(text: str) -> str:
     """Turn the \\n and \\t a shell passes literally into newline and tab."""
     return text.replace("\\n", "\n").replace("\\t", "\t")
@@ -132,7 +175,14 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
+# the task whose checkpoints an imported architecture can serve (class paths, never imports)
+TASKS_BY_ARCHITECTURE = {
+    "GPT2LMHeadModel": "tasks.language_modeling.module.LanguageModeling",
+    "GPT2Model": "tasks.language_modeling.module.LanguageModeling",
+}
+
 COMMANDS: dict[str, Callable[[list[str]], None]] = {
     "generate": generate_command,
     "tokenizer": tokenizer_command,
+    "convert": convert_command,
 }

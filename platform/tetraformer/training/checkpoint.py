@@ -68,6 +68,15 @@ def load_task_module(path: str | Path, map_location: str | torch.device = "cpu")
     return cls.load_from_checkpoint(path, map_location=map_location, weights_only=True).eval()
 
 
+def load_network(path: str | Path) -> tuple[nn.Module, Any]:
+    """(network, tokenizer) of a checkpoint, through its task module when it names one."""
+    payload = read_checkpoint(path)[PAYLOAD_KEY]
+    if payload.get("class_path"):
+        module = load_task_module(path)
+        return module.net, module.tokenizer
+    raise ValueError(f"{path} names no task class; it can only serve as --model.init_from")
+
+
 def load_weights(net: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
     """Copy matching tensors into `net`; a missing key or a shape mismatch is an error naming both."""
     own = net.state_dict()

@@ -21,7 +21,12 @@ from tetraformer.training.checkpoint import (
 from tetraformer.training.optim import OptimizerConfig, build_optimizer
 
 log = logging.getLogger(__name__)
-FINE_TUNING_FIELDS = ("dropout", "attn_dropout", "ffn_dropout", "attention")  # taken from `arch` with init_from
+FINE_TUNING_FIELDS = (
+    "dropout",
+    "attn_dropout",
+    "ffn_dropout",
+    "attention",
+)  # taken from `arch` with init_from
 
 
 class TaskModule(L.LightningModule):

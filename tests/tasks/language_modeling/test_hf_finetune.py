@@ -1,0 +1,92 @@
+"""Fine-tuning from Hugging Face GPT-2 weights through the CLI, and `convert` both ways."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from tasks.language_modeling.data import LanguageModelingData
+from tests.tasks.language_modeling.test_cli import validation_loss
+from tetraformer.cli import main
+from tetraformer.data import train_tokenizer
+from tetraformer.training.checkpoint import load_task_module
+
+
+@pytest.fixture
+def hf_gpt2(tmp_path: Path, text_file: Path) -> Path:
+    """A tiny random GPT2LMHeadModel saved with a char tokenizer of the fixture text."""
+    out = tmp_path / "hf_gpt2"
+    tokenizer = train_tokenizer([text_file], "char", 100, out)
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=2, n_head=2, resid_pdrop=0.0,
+                        embd_pdrop=0.0, attn_pdrop=0.0)  # fmt: skip
+    torch.manual_seed(0)
+    GPT2LMHeadModel(config).save_pretrained(out)
+    return out
+
+
+def hf_validation_loss(model_dir: Path, text_file: Path) -> float:
+    """transformers' own mean next-token loss over the blocks the datamodule builds for validation."""
+    data = LanguageModelingData(
+        val_path=str(text_file), tokenizer=str(model_dir), block_size=16, documents="line"
+    )
+    data.setup("validate")
+    blocks = data.datasets["val"].blocks
+    model = GPT2LMHeadModel.from_pretrained(model_dir).eval()
+    with torch.no_grad():
+        logits = model(input_ids=blocks[:, :-1]).logits
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), blocks[:, 1:].flatten()).item()
+
+
+def test_first_validation_equals_imported_model(
+    run_cli: Callable[..., Path], hf_gpt2: Path, text_file: Path, tmp_path: Path
+) -> None:
+    """`--model.init_from HF_DIR` validates to the imported model's own loss, then fine-tunes."""
+    data = {
+        "train_path": str(text_file),
+        "val_path": str(text_file),
+        "documents": "line",
+        "tokenizer": str(hf_gpt2),
+    }
+    imported = run_cli("validate", "--model.init_from", str(hf_gpt2), root=tmp_path / "v", **data)
+    assert validation_loss(imported) == pytest.approx(hf_validation_loss(hf_gpt2, text_file), rel=1e-5)
+    tuned = run_cli(
+        "fit", "--model.init_from", str(hf_gpt2), "--trainer.max_steps", "30", root=tmp_path / "f", **data
+    )
+    assert validation_loss(tuned) < validation_loss(imported)
+
+
+def test_convert_both_ways(
+    run_cli: Callable[..., Path],
+    hf_gpt2: Path,
+    text_file: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """from-hf gives a checkpoint `generate` uses; to-hf gives a directory transformers loads with equal logits."""
+    ckpt = tmp_path / "gpt2.ckpt"
+    main(["convert", "from-hf", str(hf_gpt2), str(ckpt)])
+    main(["generate", "--ckpt", str(ckpt), "--prompt", "First", "--max-new-tokens", "5", "--greedy"])
+    assert capsys.readouterr().out.startswith("First")
+    run = run_cli("fit", "--trainer.max_steps", "5", "--model.arch.position", "learned", train_path=str(text_file),
+                  documents="line")  # fmt: skip
+    out = tmp_path / "exported"
+    main(["convert", "to-hf", str(run / "checkpoints" / "last.ckpt"), str(out)])
+    ours = load_task_module(run / "checkpoints" / "last.ckpt").net
+    theirs = GPT2LMHeadModel.from_pretrained(out).eval()
+    ids = torch.randint(0, ours.cfg.vocab_size, (2, 12))
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(input_ids=ids).logits, ours(ids), atol=1e-4, rtol=0)
+    assert (out / "tokenizer.json").is_file()
+
+
+def test_convert_refuses_what_gpt2_cannot_express(
+    run_cli: Callable[..., Path], text_file: Path, tmp_path: Path
+) -> None:
+    """A rotary-position GPT has no GPT-2 form: to-hf says so instead of writing a wrong model."""
+    run = run_cli("fit", "--trainer.fast_dev_run", "1", train_path=str(text_file), documents="line")
+    with pytest.raises(SystemExit, match="position"):
+        main(["convert", "to-hf", str(run / "checkpoints" / "last.ckpt"), str(tmp_path / "x")])
