@@ -34,6 +34,6 @@ quickstart: venv
 	$(PY) scripts/prepare_data.py gutenberg
 	rm -rf $(RUN)
 	WANDB_MODE=$${WANDB_MODE:-offline} $(VENV)/bin/tetraformer fit -c configs/language_modeling/shakespeare_char.yaml
-	$(VENV)/bin/tetraformer generate --ckpt $(RUN)/checkpoints/last.ckpt --prompt "ROMEO:" --max-new-tokens 300 --top-k 40
-	$(VENV)/bin/tetraformer generate --ckpt $(RUN)/checkpoints/last.ckpt --prompt "JULIET:" --max-new-tokens 300 --top-k 40 --seed 1
+	$(VENV)/bin/tetraformer generate --ckpt $(RUN)/checkpoints/last.ckpt --prompt "ROMEO:" --max-new-tokens 120 --top-k 40
+	$(VENV)/bin/tetraformer generate --ckpt $(RUN)/checkpoints/last.ckpt --prompt "JULIET:" --max-new-tokens 120 --top-k 40 --seed 1
 	$(PY) scripts/run_summary.py $(RUN)
