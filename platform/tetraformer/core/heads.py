@@ -7,6 +7,7 @@ from torch import Tensor, nn
 
 from tetraformer.core.config import TransformerConfig
 from tetraformer.core.layers import ACTIVATIONS, make_norm
+from tetraformer.core.linear import Linear
 
 
 class LMHead(nn.Module):
@@ -14,7 +15,7 @@ class LMHead(nn.Module):
 
     def __init__(self, cfg: TransformerConfig, embedding: nn.Embedding | None = None) -> None:
         super().__init__()
-        self.proj = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.proj = Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings and embedding is not None:
             self.proj.weight = embedding.weight
         self.scale = cfg.d_model**-0.5 if cfg.tie_embeddings and cfg.rescale_tied_logits else 1.0
@@ -30,11 +31,11 @@ class MaskedLMHead(nn.Module):
     def __init__(self, cfg: TransformerConfig, embedding: nn.Embedding | None = None) -> None:
         super().__init__()
         self.dense, self.act, self.norm = (
-            nn.Linear(cfg.d_model, cfg.d_model),
+            Linear(cfg.d_model, cfg.d_model),
             ACTIVATIONS[cfg.activation],
             make_norm(cfg),
         )
-        self.proj = nn.Linear(cfg.d_model, cfg.vocab_size)
+        self.proj = Linear(cfg.d_model, cfg.vocab_size)
         if cfg.tie_embeddings and embedding is not None:
             self.proj.weight = embedding.weight
 
@@ -53,9 +54,9 @@ class ClassificationHead(nn.Module):
         if pooling not in ("cls", "mean"):
             raise ValueError(f"pooling={pooling!r}; expected 'cls' or 'mean'")
         self.pooling = pooling
-        self.pooler = nn.Sequential(nn.Linear(d_model, d_model), nn.Tanh()) if pooler else nn.Identity()
+        self.pooler = nn.Sequential(Linear(d_model, d_model), nn.Tanh()) if pooler else nn.Identity()
         self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(d_model, num_classes)
+        self.classifier = Linear(d_model, num_classes)
 
     def forward(self, h: Tensor, mask: Tensor | None = None) -> Tensor:
         """(B, T, D) features and (B, T) real-token mask -> (B, num_classes) logits."""
@@ -72,7 +73,7 @@ class TokenClassificationHead(nn.Module):
 
     def __init__(self, d_model: int, num_labels: int, dropout: float = 0.0) -> None:
         super().__init__()
-        self.dropout, self.classifier = nn.Dropout(dropout), nn.Linear(d_model, num_labels)
+        self.dropout, self.classifier = nn.Dropout(dropout), Linear(d_model, num_labels)
 
     def forward(self, h: Tensor) -> Tensor:
         """(B, T, D) -> (B, T, num_labels)."""

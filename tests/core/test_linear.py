@@ -1,0 +1,46 @@
+"""The core Linear: plain nn.Linear outside CPU bf16 autocast, the same math in the transposed bf16 path."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from tetraformer.core.linear import Linear
+
+
+def test_plain_linear_outside_autocast() -> None:
+    """Without autocast the output and gradients equal F.linear exactly."""
+    layer = Linear(8, 5)
+    x = torch.randn(3, 4, 8, requires_grad=True)
+    layer(x).square().sum().backward()
+    x_ref = x.detach().clone().requires_grad_()
+    F.linear(x_ref, layer.weight, layer.bias).square().sum().backward()
+    assert torch.equal(layer(x), F.linear(x, layer.weight, layer.bias))
+    assert torch.equal(x.grad, x_ref.grad)
+
+
+def test_bf16_path_matches_nn_linear() -> None:
+    """Under CPU bf16 autocast: bf16 output and gradients (x, weight, bias) equal nn.Linear's within bf16 error."""
+    layer, ref = Linear(64, 48), torch.nn.Linear(64, 48)
+    ref.load_state_dict(layer.state_dict())
+    x = torch.randn(2, 16, 64, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    grad = torch.randn(2, 16, 48)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y, y_ref = layer(x), ref(x_ref)
+    assert y.dtype == y_ref.dtype == torch.bfloat16 and y.shape == y_ref.shape
+    torch.testing.assert_close(y.float(), y_ref.float(), atol=0.05, rtol=0.02)
+    y.float().backward(grad)
+    y_ref.float().backward(grad)
+    for ours, theirs in (
+        (x.grad, x_ref.grad),
+        (layer.weight.grad, ref.weight.grad),
+        (layer.bias.grad, ref.bias.grad),
+    ):
+        torch.testing.assert_close(ours, theirs, atol=0.05 * theirs.abs().max().item(), rtol=0.02)
+
+
+def test_same_state_dict_as_nn_linear() -> None:
+    """Checkpoints and converters see an ordinary nn.Linear."""
+    assert list(Linear(3, 2).state_dict()) == list(torch.nn.Linear(3, 2).state_dict())
+    assert isinstance(Linear(3, 2), torch.nn.Linear)
