@@ -1,0 +1,506 @@
+"""Training-step throughput of core-built models against Hugging Face models of identical shape.
+
+Times forward + backward + AdamW steps of BERT, GPT, T5 and ViT built from the Tetraformer core and
+the same shapes built by `transformers` (random weights from configs, attn_implementation="sdpa"),
+in fp32 and under bf16 autocast, in one run. Both sides get the same inputs, the same loss code and
+the same optimizer (torch.optim.AdamW, identical settings), so the ratio measures the models.
+
+Method: one warm-up step per side and family, then per dtype up to --rounds rounds of --steps steps
+that interleave ours and HF (alternating which goes first), so drift on a busy machine hits both
+alike. Throughput comes from each side's median step time; the ratio is the median over rounds of
+HF's step time over ours in the same round. A cell stops adding rounds after --budget seconds: on a
+CPU without native bf16 matmuls (AVX2 only) a bf16 step takes ~40x an fp32 one, so it gets one round.
+MFU is model training FLOPs/s over the best matmul FLOP/s this script measures for that dtype
+(before and after the models run, keeping the better of the two).
+
+    python scripts/bench.py                                  # every family, fp32 and bf16
+    python scripts/bench.py --families gpt --dtypes fp32 --rounds 9 --markdown
+    python scripts/bench.py --families t5 --profile          # top ops of slow cells, ours vs HF
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+import transformers
+from torch import Tensor, nn
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    GPT2Config,
+    GPT2LMHeadModel,
+    T5Config,
+    T5ForConditionalGeneration,
+    ViTConfig,
+    ViTForImageClassification,
+)
+
+from tetraformer.core import (
+    CausalLM,
+    ImageEncoder,
+    Seq2SeqLM,
+    SequenceClassifier,
+    TextEncoder,
+    TransformerConfig,
+)
+
+FAMILIES = ("bert", "gpt", "t5", "vit")
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+TEXT_BATCH, SEQ_LEN, IMAGE_BATCH = 16, 128, 64
+SHAPE = dict(d_model=256, n_layers=4, n_heads=4, d_ff=1024)  # every family's stack
+VOCAB = 8192
+HF_ATTENTION = "sdpa"  # transformers' default where a model supports it; all four do
+ADAMW = dict(lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+
+Batch = dict[str, Tensor]
+LossFn = Callable[[nn.Module, Batch], Tensor]
+
+
+@dataclass
+class Pair:
+    """One family: our model, the HF model of the same shape, a batch and how to score it."""
+
+    family: str
+    ours: nn.Module
+    hf: nn.Module
+    batch: Batch
+    ours_loss: LossFn
+    hf_loss: LossFn
+    flops_per_step: float  # training FLOPs (forward + backward) of one step, same count for both sides
+    items_per_step: int
+    unit: str  # what items_per_step counts: "tok" (tokens) or "img" (images)
+
+
+@dataclass
+class Result:
+    """Median step times of one family in one dtype, and the median paired ratio."""
+
+    family: str
+    dtype: str
+    unit: str
+    items: int  # per step
+    flops: float  # per step
+    rounds: int
+    ours_s: float
+    hf_s: float
+    ratio: float  # median over rounds of HF's step time / ours in the same round: > 1 means ours is faster
+
+    def cells(self, peak: float) -> list[str]:
+        """Table cells; MFU against the dtype's matmul peak in FLOP/s."""
+        ours, hf = self.items / self.ours_s, self.items / self.hf_s
+        ours_mfu, hf_mfu = self.flops / self.ours_s / peak, self.flops / self.hf_s / peak
+        return [
+            self.family, self.dtype, f"{rate(ours)} {self.unit}/s", f"{rate(hf)} {self.unit}/s",
+            f"{self.ratio:.2f}", f"{ours_mfu:.1%}", f"{hf_mfu:.1%}", str(self.rounds),
+        ]  # fmt: skip
+
+
+def rate(per_s: float) -> str:
+    """A throughput with thousands separators, or one decimal when small."""
+    return f"{per_s:,.0f}" if per_s >= 100 else f"{per_s:.1f}"
+
+
+# --- models ----------------------------------------------------------------------------------------
+
+
+def seeded(build: Callable[[], nn.Module], seed: int = 0) -> nn.Module:
+    """Build a module right after seeding, so runs are repeatable."""
+    torch.manual_seed(seed)
+    return build()
+
+
+def hf_model(cls: type, config: transformers.PreTrainedConfig) -> nn.Module:
+    """A randomly initialised HF model from a config, on the SDPA attention path."""
+    return seeded(lambda: cls._from_config(config, attn_implementation=HF_ATTENTION))
+
+
+def text_batch(with_labels: int = 0) -> Batch:
+    """Random (B, T) token ids, an all-ones attention mask and optional class labels."""
+    gen = torch.Generator().manual_seed(1)
+    batch = {
+        "input_ids": torch.randint(0, VOCAB, (TEXT_BATCH, SEQ_LEN), generator=gen),
+        "attention_mask": torch.ones(TEXT_BATCH, SEQ_LEN, dtype=torch.long),
+    }
+    if with_labels:
+        batch["labels"] = torch.randint(0, with_labels, (TEXT_BATCH,), generator=gen)
+    return batch
+
+
+def token_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """Mean cross-entropy of (B, T, V) logits against (B, T) labels, skipping -100."""
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+
+
+def bert_pair() -> Pair:
+    """BERT-style sequence classifier with a tanh pooler, 2 classes."""
+    cfg = TransformerConfig.preset(
+        "bert-base", **SHAPE, vocab_size=VOCAB, max_len=SEQ_LEN, dropout=0.0, attn_dropout=0.0
+    )
+    ours = seeded(lambda: SequenceClassifier(TextEncoder(cfg), num_classes=2, pooler=True))
+    hf_cfg = BertConfig(
+        vocab_size=VOCAB, hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers,
+        num_attention_heads=cfg.n_heads, intermediate_size=cfg.d_ff, max_position_embeddings=SEQ_LEN,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=2,
+    )  # fmt: skip
+    hf = hf_model(BertForSequenceClassification, hf_cfg)
+
+    def ours_loss(m: nn.Module, b: Batch) -> Tensor:
+        return F.cross_entropy(m(b["input_ids"], attention_mask=b["attention_mask"]), b["labels"])
+
+    def hf_loss(m: nn.Module, b: Batch) -> Tensor:
+        logits = m(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
+        return F.cross_entropy(logits, b["labels"])
+
+    tokens = TEXT_BATCH * SEQ_LEN
+    flops = cfg.replace(vocab_size=0).flops_per_token(SEQ_LEN) * tokens  # no vocabulary projection
+    flops += 6.0 * TEXT_BATCH * (cfg.d_model**2 + 2 * cfg.d_model)  # pooler + classifier, once per sequence
+    return Pair("bert", ours, hf, text_batch(with_labels=2), ours_loss, hf_loss, flops, tokens, "tok")
+
+
+def gpt_pair() -> Pair:
+    """GPT-2-style causal LM with a tied head, next-token loss."""
+    cfg = TransformerConfig.preset(
+        "gpt2", **SHAPE, vocab_size=VOCAB, max_len=SEQ_LEN, dropout=0.0, attn_dropout=0.0
+    )
+    ours = seeded(lambda: CausalLM(cfg))
+    hf_cfg = GPT2Config(
+        n_embd=cfg.d_model, n_layer=cfg.n_layers, n_head=cfg.n_heads, n_inner=cfg.d_ff,
+        vocab_size=VOCAB, n_positions=SEQ_LEN, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    hf = hf_model(GPT2LMHeadModel, hf_cfg)
+    ids = text_batch()["input_ids"]  # no padding mask: the plain causal path on both sides
+    # labels shifted left rather than logits sliced, which would copy the (B, T, V) logits
+    labels = torch.cat((ids[:, 1:], torch.full_like(ids[:, :1], -100)), dim=1)
+    batch = {"input_ids": ids, "labels": labels}
+
+    def ours_loss(m: nn.Module, b: Batch) -> Tensor:
+        return token_loss(m(b["input_ids"]), b["labels"])
+
+    def hf_loss(m: nn.Module, b: Batch) -> Tensor:
+        return token_loss(m(input_ids=b["input_ids"]).logits, b["labels"])
+
+    tokens = TEXT_BATCH * SEQ_LEN
+    return Pair(
+        "gpt", ours, hf, batch, ours_loss, hf_loss, cfg.flops_per_token(SEQ_LEN) * tokens, tokens, "tok"
+    )
+
+
+def t5_pair() -> Pair:
+    """T5-style encoder-decoder (v1.0: relu, tied and rescaled head), source and target of SEQ_LEN."""
+    cfg = TransformerConfig.preset(
+        "t5-small", **SHAPE, n_decoder_layers=SHAPE["n_layers"], d_head=64, vocab_size=VOCAB, dropout=0.0
+    )
+    ours = seeded(lambda: Seq2SeqLM(cfg))
+    hf_cfg = T5Config(
+        d_model=cfg.d_model, d_kv=cfg.head_dim, d_ff=cfg.d_ff, num_layers=cfg.n_layers,
+        num_decoder_layers=cfg.n_decoder_layers, num_heads=cfg.n_heads, vocab_size=VOCAB,
+        dropout_rate=0.0, feed_forward_proj="relu", tie_word_embeddings=True,
+    )  # fmt: skip
+    hf = hf_model(T5ForConditionalGeneration, hf_cfg)
+    batch = text_batch()
+    gen = torch.Generator().manual_seed(2)
+    labels = torch.randint(1, VOCAB, (TEXT_BATCH, SEQ_LEN), generator=gen)
+    batch["labels"] = labels
+    batch["decoder_input_ids"] = torch.cat((torch.zeros_like(labels[:, :1]), labels[:, :-1]), dim=1)
+
+    def ours_loss(m: nn.Module, b: Batch) -> Tensor:
+        logits = m(b["input_ids"], b["decoder_input_ids"], attention_mask=b["attention_mask"])
+        return token_loss(logits, b["labels"])
+
+    def hf_loss(m: nn.Module, b: Batch) -> Tensor:
+        out = m(
+            input_ids=b["input_ids"],
+            attention_mask=b["attention_mask"],
+            decoder_input_ids=b["decoder_input_ids"],
+        )
+        return token_loss(out.logits, b["labels"])
+
+    # with S == T, flops_per_token covers one source and one target token; add cross-attention scores
+    pairs = TEXT_BATCH * SEQ_LEN
+    flops = (cfg.flops_per_token(SEQ_LEN) + 12.0 * cfg.n_decoder_layers * cfg.inner_dim * SEQ_LEN) * pairs
+    return Pair("t5", ours, hf, batch, ours_loss, hf_loss, flops, 2 * pairs, "tok")
+
+
+def vit_pair() -> Pair:
+    """ViT classifier over 32x32 images in 4x4 patches, 10 classes."""
+    cfg = TransformerConfig.preset("vit-b/16", **SHAPE, image_size=32, patch_size=4, n_channels=3)
+    ours = seeded(lambda: SequenceClassifier(ImageEncoder(cfg), 10))
+    hf_cfg = ViTConfig(
+        hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
+        intermediate_size=cfg.d_ff, image_size=32, patch_size=4, num_channels=3, num_labels=10,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )  # fmt: skip
+    hf = hf_model(ViTForImageClassification, hf_cfg)
+    gen = torch.Generator().manual_seed(3)
+    batch = {
+        "pixel_values": torch.randn(IMAGE_BATCH, 3, 32, 32, generator=gen),
+        "labels": torch.randint(0, 10, (IMAGE_BATCH,), generator=gen),
+    }
+
+    def ours_loss(m: nn.Module, b: Batch) -> Tensor:
+        return F.cross_entropy(m(b["pixel_values"]), b["labels"])
+
+    def hf_loss(m: nn.Module, b: Batch) -> Tensor:
+        return F.cross_entropy(m(pixel_values=b["pixel_values"]).logits, b["labels"])
+
+    n_patches = (cfg.image_size // cfg.patch_size) ** 2
+    flops = cfg.flops_per_token(n_patches + 1) * (n_patches + 1) * IMAGE_BATCH
+    flops += 6.0 * (cfg.n_channels * cfg.patch_size**2 * cfg.d_model) * n_patches * IMAGE_BATCH  # patch conv
+    flops += 6.0 * cfg.d_model * 10 * IMAGE_BATCH  # classifier
+    return Pair("vit", ours, hf, batch, ours_loss, hf_loss, flops, IMAGE_BATCH, "img")
+
+
+BUILDERS: dict[str, Callable[[], Pair]] = {"bert": bert_pair, "gpt": gpt_pair, "t5": t5_pair, "vit": vit_pair}
+
+
+def n_params(model: nn.Module) -> int:
+    """Unique trainable parameters (tied weights counted once)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def check_params(pair: Pair) -> tuple[int, int]:
+    """Both parameter counts; the shapes are meant to match exactly, heads and poolers included."""
+    ours, hf = n_params(pair.ours), n_params(pair.hf)
+    if ours != hf:
+        raise AssertionError(f"{pair.family}: ours has {ours:,} parameters, HF {hf:,}; the shapes differ")
+    return ours, hf
+
+
+# --- timing ----------------------------------------------------------------------------------------
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work, so wall-clock time covers it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractContextManager:
+    """bf16 autocast on the device, or nothing for fp32."""
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)
+
+
+def best_call(op: Callable[[], object], device: torch.device, min_s: float = 0.5) -> float:
+    """Seconds of op's fastest call: one untimed call, then timed calls until min_s has passed (2 at least)."""
+    op()
+    synchronize(device)
+    best, calls, start = float("inf"), 0, time.perf_counter()
+    while calls < 2 or time.perf_counter() - start < min_s:
+        t0 = time.perf_counter()
+        op()
+        synchronize(device)
+        best, calls = min(best, time.perf_counter() - t0), calls + 1
+    return best
+
+
+def measure_matmuls(device: torch.device, dtype: torch.dtype) -> dict[str, float]:
+    """Best FLOP/s of square matmuls in the three operand layouts of an nn.Linear training step."""
+    # on CPU, 1024 is near the fp32 peak and keeps bf16's slow layouts (~1 GFLOP/s on AVX2) short
+    n = 8192 if device.type == "cuda" else 1024
+    a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
+    layouts = {"x@W.T": lambda: a @ b.T, "g@W": lambda: a @ b, "g.T@x": lambda: a.T @ b}  # fwd, dgrad, wgrad
+    return {name: 2.0 * n**3 / best_call(op, device) for name, op in layouts.items()}
+
+
+Step = Callable[[torch.dtype], None]
+
+
+def make_step(model: nn.Module, loss_fn: LossFn, batch: Batch, device: torch.device) -> Step:
+    """A closure running one forward + backward + AdamW step of the model on the batch, in a dtype."""
+    opt = torch.optim.AdamW(model.parameters(), **ADAMW)
+    model.train()
+
+    def step(dtype: torch.dtype) -> None:
+        opt.zero_grad(set_to_none=True)
+        with autocast(device, dtype):
+            loss = loss_fn(model, batch)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def time_steps(step: Step, dtype: torch.dtype, n: int, device: torch.device) -> float:
+    """Seconds per step, averaged over n consecutive steps."""
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(n):
+        step(dtype)
+    synchronize(device)
+    return (time.perf_counter() - start) / max(n, 1)
+
+
+def bench(pair: Pair, steps: dict[str, Step], dtype_name: str, args: argparse.Namespace) -> Result:
+    """Interleave rounds of ours and HF steps (models already warm); medians of times and of paired ratios."""
+    device, dtype = args.device, DTYPES[dtype_name]
+    times: dict[str, list[float]] = {"ours": [], "HF": []}
+    start = time.perf_counter()
+    for r in range(args.rounds):
+        for side in ("ours", "HF") if r % 2 == 0 else ("HF", "ours"):  # alternate who goes first
+            times[side].append(time_steps(steps[side], dtype, args.steps, device))
+        if time.perf_counter() - start > args.budget:
+            break  # slow cells (bf16 without native bf16 matmuls) get fewer rounds, never none
+    ratio = statistics.median(hf / ours for ours, hf in zip(times["ours"], times["HF"], strict=True))
+    return Result(
+        pair.family, dtype_name, pair.unit, pair.items_per_step, pair.flops_per_step, len(times["ours"]),
+        statistics.median(times["ours"]), statistics.median(times["HF"]), ratio,
+    )  # fmt: skip
+
+
+# --- profiling -------------------------------------------------------------------------------------
+
+SLOW = {"fp32": 1.0, "bf16": 1.3}  # ratios below these get profiled under --profile
+
+
+def profile(pair: Pair, steps: dict[str, Step], dtype_name: str, args: argparse.Namespace) -> None:
+    """Print the top ops by self time over a few steps, ours then HF."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    cuda = args.device.type == "cuda"
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    for side, step in steps.items():
+        with torch_profile(activities=activities) as prof:
+            time_steps(step, DTYPES[dtype_name], args.steps, args.device)
+        print(f"\n### {pair.family} {dtype_name}, {side}: {args.steps} step(s), top ops by self time")
+        table = prof.key_averages().table(
+            sort_by="self_device_time_total" if cuda else "self_cpu_time_total", row_limit=args.profile_top
+        )
+        print(table, flush=True)
+
+
+# --- reporting -------------------------------------------------------------------------------------
+
+
+def rows(results: list[Result], peaks: dict[str, float]) -> list[list[str]]:
+    """Table cells: a header row, then one row per result."""
+    header = ["family", "dtype", "ours", "HF", "ratio", "ours MFU", "HF MFU", "rounds"]
+    return [header, *(r.cells(peaks[r.dtype]) for r in results)]
+
+
+def format_table(results: list[Result], peaks: dict[str, float], markdown: bool) -> str:
+    """Results as an aligned plain-text table, or a README-ready markdown table."""
+    table = rows(results, peaks)
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    right = ":" if markdown else "-"  # markdown right-aligns the numeric columns
+    rule = ["-" * w if i < 2 else "-" * (w - 1) + right for i, w in enumerate(widths)]
+    lines = []
+    for row in (table[0], rule, *table[1:]):
+        cells = [
+            c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append(f"| {' | '.join(cells)} |" if markdown else "  ".join(cells))
+    return "\n".join(lines)
+
+
+def describe(args: argparse.Namespace) -> str:
+    """The run's setting: versions, device, threads and methodology."""
+    name = torch.cuda.get_device_name(args.device) if args.device.type == "cuda" else platform.processor()
+    return "\n".join(
+        [
+            f"torch {torch.__version__}, transformers {transformers.__version__}, device {args.device} "
+            f"({name or platform.machine()}), {torch.get_num_threads()} threads",
+            f"HF attn_implementation={HF_ATTENTION!r}; both sides: AdamW {ADAMW}, same inputs and loss code",
+            f"{args.warmup} warm-up step(s) per side and family; per dtype up to {args.rounds} interleaved "
+            f"rounds of {args.steps} step(s), fewer once a cell's rounds pass {args.budget:.0f} s",
+            "throughput and MFU from median step times; ratio = median over rounds of HF's step time / ours",
+        ]
+    )
+
+
+def describe_matmuls(matmuls: dict[str, dict[str, float]]) -> str:
+    """Measured matmul GFLOP/s per dtype and layout, and the peak MFU is taken against."""
+    return "\n".join(
+        f"{dtype} matmul GFLOP/s (best of start and end): "
+        + ", ".join(f"{k} {v / 1e9:,.1f}" for k, v in layouts.items())
+        + f"; MFU peak = the best, {max(layouts.values()) / 1e9:,.1f}"
+        for dtype, layouts in matmuls.items()
+    )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line flags."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=1, help="timed steps per side in each round")
+    p.add_argument("--rounds", type=int, default=7, help="interleaved ours/HF rounds; medians are reported")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps per side, once per family")
+    p.add_argument(
+        "--budget", type=float, default=30.0, help="seconds after which a cell stops adding rounds"
+    )
+    p.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
+    p.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES))
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="CPU threads")
+    p.add_argument("--markdown", action="store_true", help="print a README-ready markdown table")
+    p.add_argument(
+        "--profile", action="store_true", help=f"profile ours vs HF where the ratio is below {SLOW}"
+    )
+    p.add_argument("--profile-top", type=int, default=12, help="ops listed per profile")
+    args = p.parse_args(argv)
+    args.device = torch.device(args.device)
+    return args
+
+
+def to_device(pair: Pair, device: torch.device) -> Pair:
+    """Move both models and the batch onto the device."""
+    pair.ours.to(device)
+    pair.hf.to(device)
+    pair.batch = {k: v.to(device) for k, v in pair.batch.items()}
+    return pair
+
+
+def run_family(family: str, args: argparse.Namespace) -> list[Result]:
+    """Build one family's pair, check its parameter counts, and time it in every dtype."""
+    pair = to_device(BUILDERS[family](), args.device)
+    ours, hf = check_params(pair)
+    print(f"{family}: {ours:,} parameters (ours) == {hf:,} (HF)", flush=True)
+    steps = {
+        "ours": make_step(pair.ours, pair.ours_loss, pair.batch, args.device),
+        "HF": make_step(pair.hf, pair.hf_loss, pair.batch, args.device),
+    }
+    for step in steps.values():  # once per pair: later dtypes reuse the warm models and optimizers
+        time_steps(step, DTYPES[args.dtypes[0]], args.warmup, args.device)
+    results = []
+    for dtype in args.dtypes:
+        result = bench(pair, steps, dtype, args)
+        print(f"  {family} {dtype}: ratio {result.ratio:.2f} over {result.rounds} round(s)", flush=True)
+        if args.profile and result.ratio < SLOW[dtype]:
+            profile(pair, steps, dtype, args)
+        results.append(result)
+    return results
+
+
+def measure_peaks(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """Matmul FLOP/s per dtype and layout."""
+    return {name: measure_matmuls(args.device, DTYPES[name]) for name in args.dtypes}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Benchmark every requested family in every requested dtype and print the table."""
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    print(describe(args), flush=True)
+    before = measure_peaks(args)
+    results = [r for family in args.families for r in run_family(family, args)]
+    after = measure_peaks(args)  # measured again: a busy neighbour during either pass lowers only that one
+    matmuls = {d: {k: max(v, after[d][k]) for k, v in layouts.items()} for d, layouts in before.items()}
+    print(describe_matmuls(matmuls))
+    print()
+    print(format_table(results, {d: max(layouts.values()) for d, layouts in matmuls.items()}, args.markdown))
+
+
+if __name__ == "__main__":
+    main()
