@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor, nn
 
 from tetraformer.core.cache import KVCache
@@ -55,6 +56,7 @@ class TransformerStack(nn.Module):
         """(B, T, D) -> StackOutput. padding_mask is (B, T_total) with True on real tokens, cached ones included."""
         t = x.shape[1]
         offset = cache.offset if cache is not None else 0
+        padding_mask, memory_mask = drop_full_mask(padding_mask), drop_full_mask(memory_mask)
         mask, is_causal = self._self_mask(x, padding_mask, offset)
         cross_mask = (
             combine_masks(memory_mask, False, t, memory_mask.shape[1]) if memory_mask is not None else None
@@ -88,6 +90,13 @@ class TransformerStack(nn.Module):
             return None, True  # lets SDPA pick its fused causal kernel
         mask = combine_masks(padding_mask, self.causal, t, k_len, offset, x.device)
         return mask_to_bias(mask, bias, x.dtype), False
+
+
+def drop_full_mask(mask: Tensor | None) -> Tensor | None:
+    """None for a padding mask with no padding, so SDPA can use its mask-free (Flash) kernels."""
+    if mask is None or mask.is_meta or torch.compiler.is_compiling() or not bool(mask.all()):
+        return mask
+    return None
 
 
 class Encoder(TransformerStack):
