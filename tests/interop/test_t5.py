@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from tetraformer.core import GenerationConfig, Seq2SeqLM, TransformerConfig, generate
 from tetraformer.interop import InteropError, load_hf, save_hf
-from tetraformer.interop.t5 import T5ForConditionalGeneration
+from tetraformer.interop.t5 import HFT5ForConditionalGeneration
 
 TOL = 1e-4
 BASE: dict[str, Any] = dict(
@@ -184,7 +184,7 @@ def test_a_core_trained_from_scratch_exports_to_transformers(tmp_path: Path) -> 
         "t5-small", d_model=32, n_heads=4, d_head=8, n_layers=2, n_decoder_layers=2, d_ff=64, vocab_size=100,
         dropout=0.0, relative_buckets=8, relative_max_distance=20,
     )  # fmt: skip
-    ours = T5ForConditionalGeneration(Seq2SeqLM(cfg).eval(), {})
+    ours = HFT5ForConditionalGeneration(Seq2SeqLM(cfg).eval(), {})
     save_hf(ours, tmp_path)
     exported = transformers.T5ForConditionalGeneration.from_pretrained(tmp_path).eval()
     inputs = batch()
@@ -194,7 +194,7 @@ def test_a_core_trained_from_scratch_exports_to_transformers(tmp_path: Path) -> 
 def test_export_refuses_a_core_t5_cannot_express() -> None:
     cfg = TransformerConfig.preset("tiny", n_decoder_layers=2)  # LayerNorm, biases, learned positions
     with pytest.raises(InteropError, match=r"cannot export as T5: .*'norm': 'layernorm'"):
-        save_hf(T5ForConditionalGeneration(Seq2SeqLM(cfg), {}), "unused")
+        save_hf(HFT5ForConditionalGeneration(Seq2SeqLM(cfg), {}), "unused")
 
 
 @torch.no_grad()

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from tetraformer.core import ImageEncoder, TransformerConfig
 from tetraformer.interop import InteropError, load_hf, save_hf
-from tetraformer.interop.vit import ViTModel
+from tetraformer.interop.vit import HFViTModel
 
 TOL = 1e-4
 BASE: dict[str, Any] = dict(
@@ -169,7 +169,7 @@ def test_a_core_trained_from_scratch_exports_to_transformers(tmp_path: Path) -> 
     cfg = TransformerConfig.preset(
         "vit-b/16", d_model=32, n_heads=4, n_layers=2, d_ff=64, image_size=32, patch_size=8
     )
-    ours = ViTModel(ImageEncoder(cfg).eval(), {}).eval()
+    ours = HFViTModel(ImageEncoder(cfg).eval(), {}).eval()
     save_hf(ours, tmp_path)
     exported = transformers.ViTModel.from_pretrained(tmp_path).eval()
     x = pixels(exported)
@@ -181,7 +181,7 @@ def test_a_core_trained_from_scratch_exports_to_transformers(tmp_path: Path) -> 
 def test_export_refuses_a_core_vit_cannot_express() -> None:
     cfg = TransformerConfig.preset("vit-b/16", d_model=32, n_heads=4, n_layers=2, d_ff=64, norm="rmsnorm")
     with pytest.raises(InteropError, match=r"cannot export as ViT: .*'norm': 'rmsnorm'"):
-        save_hf(ViTModel(ImageEncoder(cfg), {}), "unused")
+        save_hf(HFViTModel(ImageEncoder(cfg), {}), "unused")
 
 
 @torch.no_grad()

@@ -23,8 +23,8 @@ def export_classes() -> dict[type[nn.Module], type[HFModel]]:
     from tetraformer.interop import bert, gpt2, t5, vit
 
     return {
-        CausalLM: gpt2.HFGPT2LMHeadModel, Seq2SeqLM: t5.T5ForConditionalGeneration,
-        TextEncoder: bert.HFBertModel, ImageEncoder: vit.ViTModel,
+        CausalLM: gpt2.HFGPT2LMHeadModel, Seq2SeqLM: t5.HFT5ForConditionalGeneration,
+        TextEncoder: bert.HFBertModel, ImageEncoder: vit.HFViTModel,
     }  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""T5 (v1.0 and v1.1) <-> Seq2SeqLM: T5Model and T5ForConditionalGeneration.
+"""T5 (v1.0 and v1.1) <-> Seq2SeqLM: HFT5Model and HFT5ForConditionalGeneration.
 
 T5 = RMSNorm pre-norm blocks without biases, unscaled attention scores, and one relative position bias
 per stack that Hugging Face keeps in the stack's first self-attention layer. v1.0 uses a ReLU feed-forward
@@ -69,7 +69,7 @@ class T5Base(HFModel):
         return out.last_hidden_state
 
 
-class T5Model(T5Base):
+class HFT5Model(T5Base):
     """Encoder-decoder without a head: `last_hidden_state` is the decoder's."""
 
     architecture = "T5Model"
@@ -86,7 +86,7 @@ class T5Model(T5Base):
         return ModelOutput(last_hidden_state=h)
 
 
-class T5ForConditionalGeneration(T5Base):
+class HFT5ForConditionalGeneration(T5Base):
     """Encoder-decoder with the LM head: `logits` over the vocabulary at every decoder position."""
 
     architecture = "T5ForConditionalGeneration"
@@ -136,7 +136,7 @@ def scales_decoder_output(hf: dict) -> bool:
 def load_t5(hf: dict, weights: dict[str, Tensor], source: str, cls: type[T5Base]) -> T5Base:
     """A T5 checkpoint as `cls`; an untied head that is also rescaled gets the scale folded into it."""
     weights = dict(weights)
-    tied = cls is T5Model or resolve_tie(weights, "lm_head.weight", "shared.weight", True)
+    tied = cls is HFT5Model or resolve_tie(weights, "lm_head.weight", "shared.weight", True)
     rescale = scales_decoder_output(hf)
     if not tied and rescale:  # the core rescales tied heads only: d**-0.5 * W h = (d**-0.5 W) h
         weights["lm_head.weight"] = weights["lm_head.weight"] * hf.get("d_model", 512) ** -0.5
@@ -208,7 +208,7 @@ def save_t5(model: T5Base) -> tuple[dict, dict[str, Tensor]]:
     require(cfg, "T5", T5_SHAPE)
     if cfg.activation not in FFN_TO_HF:
         raise InteropError(f"T5 has no {cfg.activation!r} feed-forward; exportable: {sorted(FFN_TO_HF)}")
-    untied = isinstance(model, T5ForConditionalGeneration) and not cfg.tie_embeddings
+    untied = isinstance(model, HFT5ForConditionalGeneration) and not cfg.tie_embeddings
     weights = export_state(model, rules(cfg, head="lm_head.weight" if untied else None))
     return {**kept_config(model.hf_config), **hf_config(cfg, model.hf_config, tied=not untied)}, weights
 
@@ -232,6 +232,6 @@ def hf_config(cfg: TransformerConfig, original: dict, tied: bool) -> dict[str, A
 
 
 register(
-    Converter("T5Model", partial(load_t5, cls=T5Model), save_t5),
-    Converter("T5ForConditionalGeneration", partial(load_t5, cls=T5ForConditionalGeneration), save_t5),
+    Converter("T5Model", partial(load_t5, cls=HFT5Model), save_t5),
+    Converter("T5ForConditionalGeneration", partial(load_t5, cls=HFT5ForConditionalGeneration), save_t5),
 )

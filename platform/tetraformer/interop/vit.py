@@ -1,4 +1,4 @@
-"""ViT <-> ImageEncoder: ViTModel (optional tanh pooler on [CLS]) and ViTForImageClassification.
+"""ViT <-> ImageEncoder: HFViTModel (optional tanh pooler on [CLS]) and HFViTForImageClassification.
 
 ViT = conv patch embedding, a [CLS] token, learned positions over [CLS] + patches, LayerNorm pre-norm
 blocks (layernorm_before / layernorm_after) and a final LayerNorm; the classifier reads the final [CLS].
@@ -48,7 +48,7 @@ def check_image_size(cfg: TransformerConfig, pixel_values: Tensor, interpolate: 
         )
 
 
-class ViTModel(HFModel):
+class HFViTModel(HFModel):
     """ViT backbone: `last_hidden_state` after the final norm, `pooler_output` = tanh(dense([CLS]))."""
 
     architecture = "ViTModel"
@@ -73,7 +73,7 @@ class ViTModel(HFModel):
         return ModelOutput(last_hidden_state=h, pooler_output=pooled)
 
 
-class ViTForImageClassification(HFModel):
+class HFViTForImageClassification(HFModel):
     """ViT with a linear classifier on the final-normed [CLS] state."""
 
     architecture = "ViTForImageClassification"
@@ -111,7 +111,7 @@ def _square(value: Any, field: str, source: str) -> int:
     return int(value)
 
 
-def load_vit_model(hf: dict, weights: dict[str, Tensor], source: str) -> ViTModel:
+def load_vit_model(hf: dict, weights: dict[str, Tensor], source: str) -> HFViTModel:
     """A ViTModel checkpoint (or a head model's `vit.` backbone); the pooler only when the file has one."""
     prefix = base_prefix(weights, "vit.")
     pooled = f"{prefix}pooler.dense.weight" in weights
@@ -120,18 +120,18 @@ def load_vit_model(hf: dict, weights: dict[str, Tensor], source: str) -> ViTMode
             hf, source, {"pooler_act": ("tanh",), "pooler_output_size": (hf.get("hidden_size", 768), None)}
         )
     cfg = core_config(hf, source)
-    model = ViTModel(ImageEncoder(cfg), hf, add_pooling_layer=pooled)
+    model = HFViTModel(ImageEncoder(cfg), hf, add_pooling_layer=pooled)
     extra = weight_and_bias("pooler.0", f"{prefix}pooler.dense") if pooled else []
     _import(model, backbone_rules(cfg, "core.", prefix) + extra, weights, source, prefix)
     return model
 
 
-def load_vit_classifier(hf: dict, weights: dict[str, Tensor], source: str) -> ViTForImageClassification:
+def load_vit_classifier(hf: dict, weights: dict[str, Tensor], source: str) -> HFViTForImageClassification:
     """A ViTForImageClassification checkpoint: backbone under `vit.`, `classifier` on top."""
     labels = hf.get("id2label")
     n_labels = len(labels) if labels else hf.get("num_labels", 2)
     cfg = core_config(hf, source)
-    model = ViTForImageClassification(SequenceClassifier(ImageEncoder(cfg), n_labels, pooling="cls"), hf)
+    model = HFViTForImageClassification(SequenceClassifier(ImageEncoder(cfg), n_labels, pooling="cls"), hf)
     head = weight_and_bias("core.head.classifier", "classifier")
     _import(model, backbone_rules(cfg, "core.backbone.", "vit.") + head, weights, source, "vit.")
     return model
@@ -178,7 +178,7 @@ def _layer_rules(cfg: TransformerConfig, ours: str, theirs: str) -> list[Rule]:
 
 
 # --- export ----------------------------------------------------------------------------------------
-def save_vit_model(model: ViTModel) -> tuple[dict, dict[str, Tensor]]:
+def save_vit_model(model: HFViTModel) -> tuple[dict, dict[str, Tensor]]:
     """(config.json, tensors) for transformers' ViTModel (which adds a fresh pooler when we have none)."""
     extra = weight_and_bias("pooler.0", "pooler.dense") if model.pooler is not None else []
     weights = _export(model, model.core.cfg, "core.", "", extra)
@@ -187,7 +187,7 @@ def save_vit_model(model: ViTModel) -> tuple[dict, dict[str, Tensor]]:
     return config, weights
 
 
-def save_vit_classifier(model: ViTForImageClassification) -> tuple[dict, dict[str, Tensor]]:
+def save_vit_classifier(model: HFViTForImageClassification) -> tuple[dict, dict[str, Tensor]]:
     """(config.json, tensors) for transformers' ViTForImageClassification, labels included."""
     cfg = model.core.backbone.cfg
     head = weight_and_bias("core.head.classifier", "classifier")
