@@ -22,7 +22,7 @@ test: lint
 	$(PY) -m pytest -q
 
 bench: venv
-	$(PY) scripts/bench.py
+	$(PY) scripts/bench.py --markdown
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
