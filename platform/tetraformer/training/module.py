@@ -6,7 +6,6 @@ import logging
 from typing import Any
 
 import lightning as L
-import torch
 from torch import Tensor, nn
 
 from tetraformer.core.config import TransformerConfig
@@ -160,8 +159,3 @@ class TaskModule(L.LightningModule):
             logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=ignore_index,
             label_smoothing=smoothing,
         )  # fmt: skip
-
-    @torch.no_grad()
-    def num_parameters(self) -> int:
-        """Unique trainable parameters of the network."""
-        return sum(p.numel() for p in self.net.parameters() if p.requires_grad)
