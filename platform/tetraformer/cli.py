@@ -52,7 +52,9 @@ class TetraformerCLI(LightningCLI):
         run: RunConfig = self._get(self.config_init, "run")
         root = Path(trainer_cfg.get("default_root_dir") or ".")
         if trainer_cfg.get("logger") in (None, True):
-            kwargs["logger"] = make_loggers(root, run)
+            kwargs["logger"] = make_loggers(
+                root, run, resumed_wandb_id(self._get(self.config_init, "ckpt_path"), root)
+            )
         callbacks = list(trainer_cfg.get("callbacks") or [])
         if trainer_cfg.get("enable_checkpointing", True) is not False:
             callbacks += default_callbacks(root, run)
@@ -61,6 +63,16 @@ class TetraformerCLI(LightningCLI):
             callbacks.append(JsonlPredictionWriter(output))
         kwargs["callbacks"] = callbacks
         return super().instantiate_trainer(**kwargs)
+
+
+def resumed_wandb_id(ckpt_path: str | None, root: Path) -> str | None:
+    """The W&B run id stored in the checkpoint a `fit --ckpt_path` resumes, so the W&B run continues too."""
+    path = (
+        root / "checkpoints" / "last.ckpt" if ckpt_path == "last" else Path(ckpt_path) if ckpt_path else None
+    )
+    if path is None or not path.is_file():
+        return None
+    return read_checkpoint(path)[PAYLOAD_KEY].get("wandb_run_id")
 
 
 def checkpoint_config(argv: list[str]) -> list[str]:

@@ -47,8 +47,8 @@ def _netrc_has_wandb() -> bool:
     return netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore")
 
 
-def make_loggers(root_dir: str | Path, run: RunConfig) -> list[Logger]:
-    """CSV logger (RUN_DIR/logs/version_N/metrics.csv) plus W&B unless disabled."""
+def make_loggers(root_dir: str | Path, run: RunConfig, resume_id: str | None = None) -> list[Logger]:
+    """CSV logger (RUN_DIR/logs/version_N/metrics.csv) plus W&B unless disabled (resuming `resume_id`)."""
     root = Path(root_dir)
     loggers: list[Logger] = [CSVLogger(save_dir=root, name="logs")]  # logs/version_N/metrics.csv, one per run
     mode = wandb_mode(run.wandb)
@@ -57,7 +57,7 @@ def make_loggers(root_dir: str | Path, run: RunConfig) -> list[Logger]:
         loggers.append(
             WandbLogger(
                 save_dir=str(root), project=run.project, name=run.name, group=run.group, tags=run.tags or None,
-                offline=mode == "offline",
+                offline=mode == "offline", id=resume_id, resume="allow" if resume_id else None,
             )
         )  # fmt: skip
         log.info("W&B logging %s (%s)", mode, root / "wandb")

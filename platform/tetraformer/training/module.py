@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 import lightning as L
+from lightning.pytorch.loggers import WandbLogger
 from torch import Tensor, nn
 
 from tetraformer.core.config import TransformerConfig
@@ -111,6 +112,7 @@ class TaskModule(L.LightningModule):
             "model_config": self.net.cfg.to_dict(),
             "tokenizer": tokenizer_state(self.tokenizer),
             "task": plain(self.task_state()),
+            "wandb_run_id": next((lg.version for lg in self.loggers if isinstance(lg, WandbLogger)), None),
         }
         if "hyper_parameters" in checkpoint:
             checkpoint["hyper_parameters"] = plain(dict(checkpoint["hyper_parameters"]))

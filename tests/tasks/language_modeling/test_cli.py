@@ -105,6 +105,11 @@ def test_wandb_offline_run_holds_metrics(
     keys = sorted({k for r in rows for k in r})
     assert "train/loss" in keys and "val/loss" in keys, keys
     assert any("val/samples/_type" in r for r in rows)  # the generated-samples table
+    run_cli("fit", "--trainer.max_steps", "15", "--run.wandb", "auto", "--ckpt_path", "last",
+            train_path=str(text_file), documents="line")  # fmt: skip
+    first, resumed = sorted(run.glob("wandb/offline-run-*"))
+    assert first.name.rsplit("-", 1)[1] == resumed.name.rsplit("-", 1)[1]  # the same W&B run continues
+    assert min(r["trainer/global_step"] for r in history_rows(next(resumed.glob("run-*.wandb")))) >= 10
 
 
 @pytest.mark.parametrize(
