@@ -15,11 +15,12 @@ from torch import Tensor
 
 from tests.interop.text_checkpoints import (
     TOL,
+    bin_checkpoint,
+    export_and_reload,
     max_diff,
     random_hf_model,
     rewrite_weights,
     save,
-    state_dicts_equal,
 )
 from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.interop import InteropError, load_hf, save_hf
@@ -91,23 +92,15 @@ def test_outputs_match_transformers(variant: str, tmp_path: Path) -> None:
 def test_export_round_trips_and_transformers_loads_it(variant: str, tmp_path: Path) -> None:
     """Export then import gives identical tensors; transformers loads the export cleanly, same outputs."""
     hf_model = make_hf(variant)
-    ours = load_hf(save(hf_model, tmp_path / "src"))
-    out = save_hf(ours, tmp_path / "out")
-    assert state_dicts_equal(load_hf(out), ours)
-    reloaded, info = getattr(transformers, VARIANTS[variant][0]).from_pretrained(
-        out, output_loading_info=True
-    )
-    assert not any(info.values()), info  # no missing, unexpected or mismatched keys
-    assert diff(hf_model, reloaded.eval(), batch()) < TOL
+    reloaded = export_and_reload(hf_model, VARIANTS[variant][0], tmp_path)
+    assert diff(hf_model, reloaded, batch()) < TOL
     assert reloaded.config.num_labels == hf_model.config.num_labels
 
 
 def test_bin_checkpoint_loads(tmp_path: Path) -> None:
     """A pytorch_model.bin (transformers 4's safe_serialization=False) loads like safetensors."""
     hf_model = make_hf("mlm")
-    path = save(hf_model, tmp_path, safe=False)
-    assert (path / "pytorch_model.bin").is_file() and not (path / "model.safetensors").exists()
-    assert diff(hf_model, load_hf(path), batch()) < TOL
+    assert diff(hf_model, load_hf(bin_checkpoint(hf_model, tmp_path)), batch()) < TOL
 
 
 def test_legacy_checkpoint_with_extra_heads_loads_and_logs(

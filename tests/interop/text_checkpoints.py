@@ -70,3 +70,24 @@ def state_dicts_equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:
     """Same keys, and every tensor exactly equal."""
     sa, sb = a.state_dict(), b.state_dict()
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def export_and_reload(
+    hf_model: transformers.PreTrainedModel, architecture: str, tmp_path: Path
+) -> transformers.PreTrainedModel:
+    """Import, export and re-import (asserting identical tensors); transformers' clean load of the export."""
+    from tetraformer.interop import load_hf, save_hf
+
+    ours = load_hf(save(hf_model, tmp_path / "src"))
+    out = save_hf(ours, tmp_path / "out")
+    assert state_dicts_equal(load_hf(out), ours)
+    reloaded, info = getattr(transformers, architecture).from_pretrained(out, output_loading_info=True)
+    assert not any(info.values()), info  # no missing, unexpected or mismatched keys
+    return reloaded.eval()
+
+
+def bin_checkpoint(hf_model: transformers.PreTrainedModel, tmp_path: Path) -> Path:
+    """The model saved as a pytorch_model.bin directory only (transformers 4's safe_serialization=False)."""
+    path = save(hf_model, tmp_path, safe=False)
+    assert (path / "pytorch_model.bin").is_file() and not (path / "model.safetensors").exists()
+    return path
