@@ -65,6 +65,18 @@ class SamplesTable(Callback):
             )
 
 
+class FinalCheckpoint(Callback):
+    """Writes last.ckpt when training ends, so a run stopped between validations resumes where it stopped."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Save on every rank's call (rank zero writes)."""
+        if trainer.global_step > 0 and not trainer.fast_dev_run:
+            trainer.save_checkpoint(self.path)
+
+
 class JsonlPredictionWriter(BasePredictionWriter):
     """Writes each predicted record (a dict) as one JSON line."""
 
@@ -91,7 +103,8 @@ def default_callbacks(root_dir: str | Path, run: RunConfig) -> list[Callback]:
         dirpath=Path(root_dir) / "checkpoints", filename="best", monitor=run.monitor, mode=run.monitor_mode,
         save_last=True, save_top_k=1, auto_insert_metric_name=False,
     )  # fmt: skip
-    callbacks: list[Callback] = [checkpoint, LearningRateMonitor("step"), Throughput(run.peak_tflops)]
+    final = FinalCheckpoint(Path(root_dir) / "checkpoints" / "last.ckpt")
+    callbacks: list[Callback] = [checkpoint, final, LearningRateMonitor("step"), Throughput(run.peak_tflops)]
     if run.samples:
         callbacks.append(SamplesTable())
     if run.early_stopping_patience is not None:
