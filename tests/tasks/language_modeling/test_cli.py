@@ -61,7 +61,7 @@ def test_resume_continues_steps_and_loss(run_cli: Callable[..., Path], text_file
 def test_generate_command_and_checkpoint_only_test(
     run_cli: Callable[..., Path], text_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`generate` streams and writes JSONL; `test` needs only --ckpt_path and --data.test_path."""
+    """`generate` streams and writes JSONL; `test` and `predict` need only --ckpt_path and a data path."""
     run = run_cli("fit", "--trainer.max_steps", "10", train_path=str(text_file), documents="line")
     ckpt = str(run / "checkpoints" / "last.ckpt")
     main(
@@ -91,6 +91,14 @@ def test_generate_command_and_checkpoint_only_test(
     main(["test", "--ckpt_path", ckpt, "--data.test_path", str(text_file), "--data.documents", "line",
           "--run.wandb", "disabled", "--trainer.default_root_dir", str(tmp_path / "test")])  # fmt: skip
     assert any("test/loss" in p.read_text() for p in (tmp_path / "test").glob("logs/version_*/metrics.csv"))
+    main(["predict", "--ckpt_path", ckpt, "--data.predict_path", str(prompts), "--run.wandb", "disabled",
+          "--trainer.default_root_dir", str(tmp_path / "predict")])  # fmt: skip
+    predicted = [
+        json.loads(line) for line in (tmp_path / "predict" / "predictions.jsonl").read_text().splitlines()
+    ]
+    assert [r["prompt"] for r in predicted] == ["First", "hear me"] and all(
+        "generated" in r for r in predicted
+    )
 
 
 def test_wandb_offline_run_holds_metrics(
