@@ -43,16 +43,18 @@ class TokenEmbedding(nn.Module):
         position_ids: Tensor | None = None,
     ) -> Tensor:
         """(B, T) ids -> (B, T, D); offset is the first token's position, unless (B, T) position_ids are given."""
-        x = self.tokens(input_ids) * self.scale  # (B, T, D)
-        if self.types is not None:
-            x = x + self.types(token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids))
-        if self.positions is not None:
-            if position_ids is None:  # left-padded batches pass their own, counted over real tokens only
-                t = input_ids.shape[1]
-                if offset + t > self.max_len:
-                    raise ValueError(f"sequence of {offset + t} positions exceeds max_len={self.max_len}")
-                position_ids = torch.arange(offset, offset + t, device=input_ids.device)
-            x = x + self.positions(position_ids)
+        x = self.tokens(input_ids)  # (B, T, D)
+        if self.scale != 1.0:
+            x = x * self.scale
+        if self.types is not None:  # no ids: every token is segment 0 (a row add, cheaper than a lookup)
+            x = x + (self.types(token_type_ids) if token_type_ids is not None else self.types.weight[0])
+        if self.positions is not None and position_ids is not None:
+            x = x + self.positions(position_ids)  # left-padded batches count positions over real tokens
+        elif self.positions is not None:
+            t = input_ids.shape[1]
+            if offset + t > self.max_len:
+                raise ValueError(f"sequence of {offset + t} positions exceeds max_len={self.max_len}")
+            x = x + self.positions.span(offset, t)  # (T, D)
         return self.dropout(self.norm(x))
 
 

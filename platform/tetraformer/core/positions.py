@@ -29,12 +29,20 @@ class SinusoidalPositions(nn.Module):
         """(..., T) integer positions -> (..., T, D) encodings."""
         return self.table[positions]
 
+    def span(self, start: int, length: int) -> Tensor:
+        """(length, D) encodings of positions start..start+length."""
+        return self.table[start : start + length]
+
 
 class LearnedPositions(nn.Embedding):
     """Trainable absolute position embeddings, added to the token embeddings."""
 
     def __init__(self, max_len: int, dim: int) -> None:
         super().__init__(max_len, dim)
+
+    def span(self, start: int, length: int) -> Tensor:
+        """(length, D) rows of positions start..start+length (a slice: its gradient is a cheap add)."""
+        return self.weight[start : start + length]
 
 
 def relative_position_bucket(
