@@ -12,6 +12,7 @@ import transformers
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from tests.interop.text_checkpoints import safetensors_to_bin
 from tetraformer.core import GenerationConfig, Seq2SeqLM, TransformerConfig, generate
 from tetraformer.interop import InteropError, load_hf, save_hf
 from tetraformer.interop.t5 import HFT5ForConditionalGeneration
@@ -200,8 +201,7 @@ def test_export_refuses_a_core_t5_cannot_express() -> None:
 @torch.no_grad()
 def test_pytorch_model_bin_loads(tmp_path: Path) -> None:
     hf = make_hf(tmp_path, "v1.1-gated-gelu-untied")
-    torch.save(load_file(tmp_path / "model.safetensors"), tmp_path / "pytorch_model.bin")
-    (tmp_path / "model.safetensors").unlink()
+    safetensors_to_bin(tmp_path)
     ours, inputs = load_hf(tmp_path), batch()
     assert max_diff(ours(**inputs).logits, hf(**inputs).logits) < TOL
 

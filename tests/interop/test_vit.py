@@ -12,6 +12,7 @@ import transformers
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from tests.interop.text_checkpoints import safetensors_to_bin
 from tetraformer.core import ImageEncoder, TransformerConfig
 from tetraformer.interop import InteropError, load_hf, save_hf
 from tetraformer.interop.vit import HFViTModel
@@ -187,8 +188,7 @@ def test_export_refuses_a_core_vit_cannot_express() -> None:
 @torch.no_grad()
 def test_pytorch_model_bin_loads(tmp_path: Path) -> None:
     hf = make_hf(tmp_path, "img24-patch4-1ch-no-qkv-bias-gelu-new")
-    torch.save(load_file(tmp_path / "model.safetensors"), tmp_path / "pytorch_model.bin")
-    (tmp_path / "model.safetensors").unlink()
+    safetensors_to_bin(tmp_path)
     ours, x = load_hf(tmp_path), pixels(hf)
     assert max_diff(ours(pixel_values=x).logits, hf(pixel_values=x).logits) < TOL
 

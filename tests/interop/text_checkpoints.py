@@ -91,3 +91,12 @@ def bin_checkpoint(hf_model: transformers.PreTrainedModel, tmp_path: Path) -> Pa
     path = save(hf_model, tmp_path, safe=False)
     assert (path / "pytorch_model.bin").is_file() and not (path / "model.safetensors").exists()
     return path
+
+
+def safetensors_to_bin(path: Path) -> Path:
+    """Replace a directory's model.safetensors by the same tensors in a pytorch_model.bin."""
+    from safetensors.torch import load_file
+
+    torch.save(load_file(path / "model.safetensors"), path / "pytorch_model.bin")
+    (path / "model.safetensors").unlink()
+    return path

@@ -53,27 +53,6 @@ class T5Base(HFModel):
 
     core: Seq2SeqLM
 
-    def decoder_states(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None,
-        decoder_input_ids: Tensor | None,
-        decoder_attention_mask: Tensor | None,
-    ) -> Tensor:
-        """(B, S) source and (B, T) decoder ids -> (B, T, D) final decoder states."""
-        if decoder_input_ids is None:
-            start = self.hf_config.get("decoder_start_token_id", 0)
-            raise ValueError(f"T5 needs decoder_input_ids (start them with decoder_start_token_id={start})")
-        memory = self.core.encode(input_ids, attention_mask).last_hidden_state  # (B, S, D)
-        out = self.core.decode(decoder_input_ids, memory, attention_mask, decoder_attention_mask)
-        return out.last_hidden_state
-
-
-class HFT5Model(T5Base):
-    """Encoder-decoder without a head: `last_hidden_state` is the decoder's."""
-
-    architecture = "T5Model"
-
     def forward(
         self,
         input_ids: Tensor,
@@ -81,8 +60,26 @@ class HFT5Model(T5Base):
         decoder_input_ids: Tensor | None = None,
         decoder_attention_mask: Tensor | None = None,
     ) -> ModelOutput:
-        """Hugging Face inputs -> ModelOutput(last_hidden_state=(B, T, D))."""
-        h = self.decoder_states(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask)
+        """(B, S) source and (B, T) decoder ids -> the class's output over (B, T, D) final decoder states."""
+        if decoder_input_ids is None:
+            start = self.hf_config.get("decoder_start_token_id", 0)
+            raise ValueError(f"T5 needs decoder_input_ids (start them with decoder_start_token_id={start})")
+        memory = self.core.encode(input_ids, attention_mask).last_hidden_state  # (B, S, D)
+        out = self.core.decode(decoder_input_ids, memory, attention_mask, decoder_attention_mask)
+        return self.output(out.last_hidden_state)
+
+    def output(self, h: Tensor) -> ModelOutput:
+        """What this class returns for (B, T, D) decoder states."""
+        raise NotImplementedError
+
+
+class HFT5Model(T5Base):
+    """Encoder-decoder without a head: `last_hidden_state` is the decoder's."""
+
+    architecture = "T5Model"
+
+    def output(self, h: Tensor) -> ModelOutput:
+        """ModelOutput(last_hidden_state=(B, T, D))."""
         return ModelOutput(last_hidden_state=h)
 
 
@@ -91,15 +88,8 @@ class HFT5ForConditionalGeneration(T5Base):
 
     architecture = "T5ForConditionalGeneration"
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        decoder_input_ids: Tensor | None = None,
-        decoder_attention_mask: Tensor | None = None,
-    ) -> ModelOutput:
-        """Hugging Face inputs -> ModelOutput(logits=(B, T, V))."""
-        h = self.decoder_states(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask)
+    def output(self, h: Tensor) -> ModelOutput:
+        """ModelOutput(logits=(B, T, V))."""
         return ModelOutput(logits=self.core.lm_head(h))
 
 
