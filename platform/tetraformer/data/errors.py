@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, get_args
 
+from tetraformer.errors import TetraformerError
 
-class DataError(ValueError):
+
+class DataError(TetraformerError):
     """Bad input data; formats as `path:line: message` when the location is known."""
 
     def __init__(self, message: str, path: str | Path | None = None, line: int | None = None) -> None:

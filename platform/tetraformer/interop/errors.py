@@ -1,5 +1,7 @@
 """The one error type of Hugging Face import/export."""
 
+from tetraformer.errors import TetraformerError
 
-class InteropError(ValueError):
+
+class InteropError(TetraformerError):
     """A checkpoint that cannot be converted: unsupported class, missing file, missing or mismatched tensor."""
