@@ -168,7 +168,10 @@ class ImageEncoder(nn.Module):
     forward = forward_features
 
 
-def build_backbone(cfg: TransformerConfig, kind: BackboneKind) -> nn.Module:
+TextBackbone = TextEncoder | TextDecoder | TextEncoderDecoder
+
+
+def build_backbone(cfg: TransformerConfig, kind: BackboneKind) -> TextBackbone:
     """The text backbone of one kind, after checking that the config describes it.
 
     encoder / decoder: n_decoder_layers must be 0 (a decoder stack would be silently dropped otherwise).
