@@ -27,6 +27,7 @@ from tetraformer.core import (
     SequenceClassifier,
     TextEncoder,
     TransformerConfig,
+    flops_per_token,
 )
 
 TEXT_BATCH, SEQ_LEN, IMAGE_BATCH = 16, 128, 64
@@ -105,7 +106,7 @@ def bert_pair() -> Pair:
         return F.cross_entropy(logits, b["labels"])
 
     tokens = TEXT_BATCH * SEQ_LEN
-    flops = cfg.replace(vocab_size=0).flops_per_token(SEQ_LEN) * tokens  # no vocabulary projection
+    flops = flops_per_token(ours.backbone, SEQ_LEN) * tokens  # no vocabulary projection
     flops += 6.0 * TEXT_BATCH * (cfg.d_model**2 + 2 * cfg.d_model)  # pooler + classifier, once per sequence
     return Pair("bert", ours, hf, text_batch(with_labels=2), ours_loss, hf_loss, flops, tokens, "tok")
 
@@ -135,7 +136,7 @@ def gpt_pair() -> Pair:
 
     tokens = TEXT_BATCH * SEQ_LEN
     return Pair(
-        "gpt", ours, hf, batch, ours_loss, hf_loss, cfg.flops_per_token(SEQ_LEN) * tokens, tokens, "tok"
+        "gpt", ours, hf, batch, ours_loss, hf_loss, flops_per_token(ours, SEQ_LEN) * tokens, tokens, "tok"
     )
 
 
@@ -171,7 +172,7 @@ def t5_pair() -> Pair:
 
     # with S == T, flops_per_token covers one source and one target token; add cross-attention scores
     pairs = TEXT_BATCH * SEQ_LEN
-    flops = (cfg.flops_per_token(SEQ_LEN) + 12.0 * cfg.n_decoder_layers * cfg.inner_dim * SEQ_LEN) * pairs
+    flops = (flops_per_token(ours, SEQ_LEN) + 12.0 * cfg.n_decoder_layers * cfg.inner_dim * SEQ_LEN) * pairs
     return Pair("t5", ours, hf, batch, ours_loss, hf_loss, flops, 2 * pairs, "tok")
 
 
@@ -198,7 +199,7 @@ def vit_pair() -> Pair:
         return F.cross_entropy(m(pixel_values=b["pixel_values"]).logits, b["labels"])
 
     n_patches = (cfg.image_size // cfg.patch_size) ** 2
-    flops = cfg.flops_per_token(n_patches + 1) * (n_patches + 1) * IMAGE_BATCH
+    flops = flops_per_token(ours.backbone, n_patches + 1) * (n_patches + 1) * IMAGE_BATCH
     flops += 6.0 * (cfg.n_channels * cfg.patch_size**2 * cfg.d_model) * n_patches * IMAGE_BATCH  # patch conv
     flops += 6.0 * cfg.d_model * 10 * IMAGE_BATCH  # classifier
     return Pair("vit", ours, hf, batch, ours_loss, hf_loss, flops, IMAGE_BATCH, "img")

@@ -52,9 +52,19 @@ def test_classification_head_pooling() -> None:
     assert_close(mean_head(h, mask), mean_head.classifier(expected))
 
 
+def test_last_pooling_reads_the_last_real_token_of_any_padding() -> None:
+    """last pooling finds each row's last real token from the mask: right-, left- and unpadded rows alike;
+    without a mask it reads the last position."""
+    h = torch.randn(3, 5, 32)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [0, 0, 1, 1, 1], [0, 1, 1, 1, 0]])  # right, left, both sides
+    head = ClassificationHead(32, 3, pooling="last")
+    assert_close(head(h, mask), head.classifier(torch.stack((h[0, 2], h[1, 4], h[2, 3]))))
+    assert_close(head(h), head.classifier(h[:, -1]))
+
+
 def test_classification_head_rejects_unknown_pooling() -> None:
-    """Only cls and mean pooling exist."""
-    with pytest.raises(ValueError, match="pooling='max'"):
+    """Only cls, mean and last pooling exist; the error lists them."""
+    with pytest.raises(ValueError, match=r"pooling='max'; expected one of \('cls', 'mean', 'last'\)"):
         ClassificationHead(32, 3, pooling="max")
 
 
@@ -63,7 +73,7 @@ def test_token_classification_head_shape() -> None:
     assert TokenClassificationHead(32, 7)(torch.randn(2, 5, 32)).shape == (2, 5, 7)
 
 
-@pytest.mark.parametrize("pooling", ["cls", "mean"])
+@pytest.mark.parametrize("pooling", ["cls", "mean", "last"])
 def test_sequence_classifier_ignores_padding(
     tiny_config: Config, token_ids: Callable[..., Tensor], pooling: str
 ) -> None:

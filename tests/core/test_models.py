@@ -1,4 +1,5 @@
-"""Family-level properties: causality, padding invariance, permutation equivariance, cached decoding."""
+"""Family-level properties: causality, padding invariance, permutation equivariance, cached decoding,
+and classifiers on every backbone (pooling by the last real token on decoders)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import torch
 from torch import Tensor, nn
 from torch.testing import assert_close
 
-from tetraformer.core import ImageEncoder, SequenceClassifier
+from tetraformer.core import ImageEncoder, SequenceClassifier, TokenClassifier, build_backbone
 from tetraformer.core.config import AttentionBackend, Position, TransformerConfig
+from tetraformer.core.generation import position_ids
 
 POSITIONS = get_args(Position)
 BACKENDS = get_args(AttentionBackend)
@@ -242,3 +244,88 @@ def test_vit_classifier_runs_on_any_divisible_size(
     logits = model(torch.randn(2, 3, *size))
     assert logits.shape == (2, 10)
     assert torch.isfinite(logits).all()
+
+
+def _decoder_classifier(config: Callable[..., TransformerConfig], **overrides: Any) -> SequenceClassifier:
+    """A 3-class SequenceClassifier on a tiny decoder backbone, pooling left to the backbone."""
+    return SequenceClassifier(build_backbone(config(**overrides), "decoder"), 3).eval()
+
+
+def test_decoder_classifier_reads_the_last_real_token(
+    tiny_config: Callable[..., TransformerConfig], token_ids: Ids
+) -> None:
+    """On a causal backbone the default pooling is `last`: the head on the hidden state of the last real token."""
+    model = _decoder_classifier(tiny_config)
+    ids, mask = _right_pad(token_ids(2, 8), [8, 5])
+    h = model.backbone.forward_features(ids, mask).last_hidden_state
+    assert model.head.pooling == "last"
+    assert_close(model(ids, attention_mask=mask), model.head.classifier(torch.stack((h[0, 7], h[1, 4]))))
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_decoder_classifier_ignores_right_and_left_padding(
+    tiny_config: Callable[..., TransformerConfig], token_ids: Ids, position: str
+) -> None:
+    """A row's logits equal the unpadded row's, right-padded or left-padded (with positions over real tokens)."""
+    model = _decoder_classifier(tiny_config, position=position)
+    real = token_ids(1, 5)
+    alone = model(real)[0]
+    garbage = torch.randint(1, 100, (1, 3))
+    right, left = torch.cat((real, garbage), dim=1), torch.cat((garbage, real), dim=1)
+    right_mask = torch.tensor([[True] * 5 + [False] * 3])
+    left_mask = right_mask.flip(1)
+    assert_close(model(right, attention_mask=right_mask)[0], alone, **TOL)
+    left_logits = model(left, attention_mask=left_mask, position_ids=position_ids(left, left_mask))
+    assert_close(left_logits[0], alone, **TOL)
+
+
+def test_decoder_classifier_ignores_tokens_after_the_last_real_one(
+    tiny_config: Callable[..., TransformerConfig], token_ids: Ids
+) -> None:
+    """Changing a padded position after the last real token changes nothing; changing that token does."""
+    model = _decoder_classifier(tiny_config)
+    ids, mask = _right_pad(token_ids(1, 8), [5])
+    base = model(ids, attention_mask=mask)
+    changed_pad, changed_last = ids.clone(), ids.clone()
+    changed_pad[0, 5:] = ids[0, 5:] % 99 + 1
+    changed_last[0, 4] = ids[0, 4] % 99 + 1
+    assert_close(model(changed_pad, attention_mask=mask), base, **TOL)
+    assert _differs(model(changed_last, attention_mask=mask), base)
+
+
+def test_cls_pooling_on_a_causal_backbone_is_an_error(tiny_config: Callable[..., TransformerConfig]) -> None:
+    """Token 0 of a causal backbone has seen only itself: asking to pool it says so."""
+    with pytest.raises(ValueError, match="token 0 has seen nothing"):
+        SequenceClassifier(build_backbone(tiny_config(), "decoder"), 3, pooling="cls")
+
+
+@pytest.mark.parametrize(
+    ("kind", "pooling"), [("encoder", "cls"), ("decoder", "last"), ("encoder_decoder", "mean")]
+)
+def test_each_backbone_has_its_natural_pooling(
+    tiny_config: Callable[..., TransformerConfig], kind: str, pooling: str
+) -> None:
+    """pooling=None picks [CLS] on encoders, the last real token on decoders, the encoder mean on T5s."""
+    assert SequenceClassifier(build_backbone(tiny_config(), kind), 2).head.pooling == pooling
+
+
+def test_encoder_decoder_classifier_averages_the_real_encoder_outputs(
+    tiny_config: Callable[..., TransformerConfig], token_ids: Ids
+) -> None:
+    """On an encoder-decoder, the classifier pools the encoder's real tokens, so padding changes nothing."""
+    model = SequenceClassifier(build_backbone(tiny_config(position="relative"), "encoder_decoder"), 3).eval()
+    ids, mask = _right_pad(token_ids(2, 7), [7, 4])
+    h = model.backbone.encode(ids[1:, :4]).last_hidden_state  # (1, 4, D)
+    assert_close(model(ids, attention_mask=mask)[1], model.head.classifier(h.mean(1))[0], **TOL)
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder", "encoder_decoder"])
+def test_token_classifier_labels_every_token_and_ignores_padding(
+    tiny_config: Callable[..., TransformerConfig], token_ids: Ids, kind: str
+) -> None:
+    """(B, T, L) logits; a right-padded row's real tokens get the logits of the row alone."""
+    model = TokenClassifier(build_backbone(tiny_config(), kind), 5).eval()
+    ids, mask = _right_pad(token_ids(2, 7), [7, 4])
+    logits = model(ids, attention_mask=mask)
+    assert logits.shape == (2, 7, 5)
+    assert_close(logits[1, :4], model(ids[1:, :4])[0], **TOL)

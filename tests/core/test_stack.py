@@ -1,4 +1,4 @@
-"""The one stack: thin Encoder/Decoder/EncoderDecoder wrappers, outputs, and device-agnostic masks."""
+"""The one stack: thin Encoder/Decoder wrappers, outputs, named block calls, device-agnostic masks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 from torch.testing import assert_close
 
-from tetraformer.core import CausalLM, Decoder, Encoder, EncoderDecoder, Seq2SeqLM, TransformerConfig
+from tetraformer.core import Block, CausalLM, Decoder, Encoder, Seq2SeqLM, TransformerConfig
 from tetraformer.core.config import Position
 
 POSITIONS = get_args(Position)
@@ -54,14 +54,13 @@ def test_stack_decoder_is_causal_on_embeddings(tiny_config: Config) -> None:
         assert torch.all(delta[first_changed:] > 1e-4)
 
 
-def test_encoder_decoder_is_encoder_then_decoder(tiny_config: Config) -> None:
-    """EncoderDecoder equals running its encoder, then its decoder on the encoder output."""
-    model = EncoderDecoder(tiny_config(position="relative")).eval()
-    src, tgt = torch.randn(2, 6, 32), torch.randn(2, 4, 32)
-    src_mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], dtype=torch.bool)
-    memory = model.encoder(src, src_mask).last_hidden_state
-    expected = model.decoder(tgt, memory=memory, memory_mask=src_mask).last_hidden_state
-    assert_close(model(src, tgt, src_mask).last_hidden_state, expected)
+def test_block_takes_everything_but_x_by_name(tiny_config: Config) -> None:
+    """Block arguments after x are keyword-only, so a call can never pass a mask where a cache belongs."""
+    block = Block(tiny_config()).eval()
+    x, mask = torch.randn(1, 4, 32), torch.ones(1, 1, 4, 4, dtype=torch.bool)
+    with pytest.raises(TypeError, match="positional"):
+        block(x, mask)
+    assert_close(block(x, mask=mask)[0], block(x)[0])
 
 
 def _meta_ids(batch: int, length: int) -> Tensor:

@@ -1,6 +1,16 @@
 """The from-scratch Transformer core: pure PyTorch, imported by every family and task."""
 
+from tetraformer.core.accounting import count_params, flops_per_token
 from tetraformer.core.attention import Attention
+from tetraformer.core.backbones import (
+    BACKBONE_KINDS,
+    BackboneKind,
+    ImageEncoder,
+    TextDecoder,
+    TextEncoder,
+    TextEncoderDecoder,
+    build_backbone,
+)
 from tetraformer.core.cache import KVCache, LayerCache
 from tetraformer.core.config import PRESETS, TransformerConfig
 from tetraformer.core.embeddings import PatchEmbedding, TokenEmbedding
@@ -8,15 +18,18 @@ from tetraformer.core.generation import GenerationConfig, beam_search, generate
 from tetraformer.core.heads import ClassificationHead, LMHead, MaskedLMHead, TokenClassificationHead
 from tetraformer.core.layers import Block, FeedForward, make_norm
 from tetraformer.core.masks import causal_mask, combine_masks
-from tetraformer.core.models import CausalLM, ImageEncoder, Seq2SeqLM, SequenceClassifier, TextEncoder
+from tetraformer.core.models import CausalLM, Seq2SeqLM, SequenceClassifier, TokenClassifier
+from tetraformer.core.positions import POSITION_TYPES
 from tetraformer.core.sampling import apply_temperature, top_k_filter, top_p_filter
-from tetraformer.core.stack import Decoder, Encoder, EncoderDecoder, StackOutput, TransformerStack
+from tetraformer.core.stack import Decoder, Encoder, StackOutput, TransformerStack
 
 __all__ = [
-    "PRESETS", "Attention", "Block", "CausalLM", "ClassificationHead", "Decoder", "Encoder", "EncoderDecoder",
-    "FeedForward", "ImageEncoder", "KVCache", "LMHead", "LayerCache", "MaskedLMHead", "PatchEmbedding",
-    "Seq2SeqLM", "SequenceClassifier", "StackOutput", "TextEncoder", "TokenClassificationHead",
-    "TokenEmbedding", "TransformerConfig", "TransformerStack", "causal_mask", "combine_masks", "make_norm",
+    "BACKBONE_KINDS", "POSITION_TYPES", "PRESETS", "Attention", "BackboneKind", "Block", "CausalLM",
+    "ClassificationHead", "Decoder", "Encoder", "FeedForward", "ImageEncoder", "KVCache", "LMHead", "LayerCache",
+    "MaskedLMHead", "PatchEmbedding", "Seq2SeqLM", "SequenceClassifier", "StackOutput", "TextDecoder",
+    "TextEncoder", "TextEncoderDecoder", "TokenClassificationHead", "TokenClassifier", "TokenEmbedding",
+    "TransformerConfig", "TransformerStack", "build_backbone", "causal_mask", "combine_masks", "count_params",
+    "flops_per_token", "make_norm",
 ]  # fmt: skip
 __all__ += [
     "GenerationConfig",

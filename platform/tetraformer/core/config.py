@@ -6,10 +6,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tetraformer.core.positions import POSITION_TYPES, Position, PositionType
+
 Norm = Literal["layernorm", "rmsnorm"]
 NormPosition = Literal["pre", "post"]
 Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu", "geglu", "geglu_tanh"]
-Position = Literal["sinusoidal", "learned", "relative", "rotary", "alibi", "none"]
 AttentionBackend = Literal["sdpa", "eager"]
 GATED_ACTIVATIONS = ("swiglu", "geglu", "geglu_tanh")
 
@@ -94,6 +95,16 @@ class TransformerConfig:
         return self.n_decoder_layers > 0
 
     @property
+    def position_type(self) -> PositionType:
+        """What the `position` setting is (see positions.POSITION_TYPES)."""
+        return POSITION_TYPES[self.position]
+
+    @property
+    def absolute_positions(self) -> bool:
+        """True when positions are a table added to the embeddings, so sequences are bounded by max_len."""
+        return self.position_type.absolute
+
+    @property
     def gated(self) -> bool:
         """True for GLU-style feed-forward blocks (two input projections)."""
         return self.activation in GATED_ACTIVATIONS
@@ -121,46 +132,6 @@ class TransformerConfig:
         if name not in PRESETS:
             raise KeyError(f"unknown preset {name!r}; known presets: {sorted(PRESETS)}")
         return cls(**{**PRESETS[name], **overrides})
-
-    # --- accounting --------------------------------------------------------------------------
-    def layer_params(self, cross_attention: bool = False) -> int:
-        """Parameters of one layer (attention, optional cross-attention, feed-forward, norms)."""
-        d, inner, b = self.d_model, self.inner_dim, int(self.bias)
-        attn = 4 * d * inner + int(self.use_qkv_bias) * 3 * inner + b * d
-        ffn_in = (2 if self.gated else 1) * (d * self.d_ff + b * self.d_ff)
-        ffn = ffn_in + self.d_ff * d + b * d
-        n_norms = 3 if cross_attention else 2
-        return attn * (2 if cross_attention else 1) + ffn + n_norms * self._norm_params()
-
-    def num_params(self, vision: bool = False) -> int:
-        """Backbone parameters: embeddings, positions, stacks and final norms (heads excluded)."""
-        d = self.d_model
-        embed = d * self.vocab_size if not vision else self._patch_params()
-        embed += self.type_vocab_size * d + self._norm_params() * int(self.embedding_norm)
-        n_pos = self.max_len if not vision else (self.image_size // self.patch_size) ** 2 + 1
-        positions = n_pos * d if self.position == "learned" else 0
-        final_norm = self._norm_params() if self.norm_position == "pre" else 0
-        bias_table = self.relative_buckets * self.n_heads if self.position == "relative" else 0
-        stack = self.n_layers * self.layer_params() + final_norm + bias_table
-        if self.is_encoder_decoder:
-            decoder = self.n_decoder_layers * self.layer_params(cross_attention=True)
-            stack += decoder + final_norm + bias_table
-        return embed + positions + stack
-
-    def flops_per_token(self, seq_len: int | None = None) -> float:
-        """Training FLOPs per token (forward + backward): 6 N plus attention scores (PaLM, App. B)."""
-        t = seq_len or self.max_len
-        n_layers = self.n_layers + self.n_decoder_layers
-        matmul_params = self.n_layers * self.layer_params() + self.n_decoder_layers * self.layer_params(True)
-        matmul_params += self.vocab_size * self.d_model  # the output projection
-        return 6.0 * matmul_params + 12.0 * n_layers * self.inner_dim * t
-
-    def _norm_params(self) -> int:
-        return self.d_model * (2 if self.norm == "layernorm" and self.bias else 1)
-
-    def _patch_params(self) -> int:
-        patch = self.n_channels * self.patch_size**2 * self.d_model + self.d_model  # conv + bias
-        return patch + self.d_model  # plus the [CLS] token
 
 
 def _literal_values(field_name: str) -> tuple[str, ...]:

@@ -10,16 +10,7 @@ from torch import Tensor, nn
 
 from tetraformer.core.config import TransformerConfig
 from tetraformer.core.layers import make_norm
-from tetraformer.core.positions import LearnedPositions, SinusoidalPositions
-
-
-def absolute_positions(cfg: TransformerConfig, n_positions: int) -> nn.Module | None:
-    """The additive position table of the config, or None when positions live inside attention."""
-    if cfg.position == "learned":
-        return LearnedPositions(n_positions, cfg.d_model)
-    if cfg.position == "sinusoidal":
-        return SinusoidalPositions(n_positions, cfg.d_model)
-    return None
+from tetraformer.core.positions import absolute_table
 
 
 class TokenEmbedding(nn.Module):
@@ -29,7 +20,7 @@ class TokenEmbedding(nn.Module):
         super().__init__()
         self.tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.types = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
-        self.positions = absolute_positions(cfg, cfg.max_len)
+        self.positions = absolute_table(cfg, cfg.max_len)
         self.norm = make_norm(cfg) if cfg.embedding_norm else nn.Identity()
         self.dropout = nn.Dropout(cfg.dropout)
         self.scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
@@ -66,7 +57,7 @@ class PatchEmbedding(nn.Module):
         self.patch_size, self.grid = cfg.patch_size, cfg.image_size // cfg.patch_size
         self.proj = nn.Conv2d(cfg.n_channels, cfg.d_model, cfg.patch_size, stride=cfg.patch_size)
         self.cls = nn.Parameter(torch.zeros(1, 1, cfg.d_model))
-        self.positions = absolute_positions(cfg, self.grid**2 + 1)
+        self.positions = absolute_table(cfg, self.grid**2 + 1)
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, pixels: Tensor) -> Tensor:

@@ -182,7 +182,7 @@ def _start(
 def _check_length(model: nn.Module, positions: int) -> None:
     """Fail before decoding when the absolute position table is too short for prompt + new tokens."""
     cfg = getattr(model, "cfg", None)
-    if cfg is not None and cfg.position in ("learned", "sinusoidal") and positions > cfg.max_len:
+    if cfg is not None and cfg.absolute_positions and positions > cfg.max_len:
         raise ValueError(
             f"generation needs {positions} decoder positions but max_len={cfg.max_len}; lower max_new_tokens"
         )

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import torch
 from torch import Tensor, nn
 
 from tetraformer.core.config import TransformerConfig
 from tetraformer.core.layers import ACTIVATIONS, make_norm
 from tetraformer.core.linear import Linear
+
+Pooling = Literal["cls", "mean", "last"]
+POOLINGS: tuple[str, ...] = get_args(Pooling)
 
 
 class LMHead(nn.Module):
@@ -45,14 +50,23 @@ class MaskedLMHead(nn.Module):
 
 
 class ClassificationHead(nn.Module):
-    """Pool a sequence ([CLS] or mean over real tokens), optionally through a tanh pooler, then classify."""
+    """Pool a sequence, optionally through a tanh pooler, then classify.
+
+    Pooling: `cls` reads position 0, `mean` averages the real tokens, `last` reads each row's last real
+    token (found from the mask, so right- and left-padded rows both work; with no mask, the last position).
+    """
 
     def __init__(
-        self, d_model: int, num_classes: int, pooling: str = "cls", pooler: bool = False, dropout: float = 0.0
+        self,
+        d_model: int,
+        num_classes: int,
+        pooling: Pooling = "cls",
+        pooler: bool = False,
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        if pooling not in ("cls", "mean"):
-            raise ValueError(f"pooling={pooling!r}; expected 'cls' or 'mean'")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling={pooling!r}; expected one of {POOLINGS}")
         self.pooling = pooling
         self.pooler = nn.Sequential(Linear(d_model, d_model), nn.Tanh()) if pooler else nn.Identity()
         self.dropout = nn.Dropout(dropout)
@@ -60,12 +74,23 @@ class ClassificationHead(nn.Module):
 
     def forward(self, h: Tensor, mask: Tensor | None = None) -> Tensor:
         """(B, T, D) features and (B, T) real-token mask -> (B, num_classes) logits."""
-        if self.pooling == "cls":
-            pooled = h[:, 0]
-        else:
-            weights = mask.to(h.dtype)[..., None] if mask is not None else torch.ones_like(h[..., :1])
-            pooled = (h * weights).sum(1) / weights.sum(1).clamp(min=1.0)  # (B, D)
-        return self.classifier(self.dropout(self.pooler(pooled)))
+        return self.classifier(self.dropout(self.pooler(pool(h, mask, self.pooling))))
+
+
+def pool(h: Tensor, mask: Tensor | None, pooling: Pooling) -> Tensor:
+    """(B, T, D) features and (B, T) real-token mask -> (B, D) one vector per row."""
+    if pooling == "cls":
+        return h[:, 0]
+    if pooling == "last":
+        return h[:, -1] if mask is None else h[torch.arange(len(h), device=h.device), last_real_index(mask)]
+    weights = mask.to(h.dtype)[..., None] if mask is not None else torch.ones_like(h[..., :1])  # (B, T, 1)
+    return (h * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+
+
+def last_real_index(mask: Tensor) -> Tensor:
+    """(B, T) real-token mask -> (B,) index of each row's last real token (0 for a row with none)."""
+    positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)  # (B, T)
+    return torch.where(mask.bool(), positions, 0).amax(dim=1)
 
 
 class TokenClassificationHead(nn.Module):

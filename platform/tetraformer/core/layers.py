@@ -67,6 +67,7 @@ class Block(nn.Module):
     def forward(
         self,
         x: Tensor,
+        *,
         mask: Tensor | None = None,
         is_causal: bool = False,
         rotary: tuple[Rotary, Tensor, Tensor] | None = None,
@@ -76,8 +77,14 @@ class Block(nn.Module):
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """(B, T, D) -> (B, T, D), plus self- and cross-attention weights when asked for."""
-        attn = partial(self.self_attn, mask=mask, is_causal=is_causal, rotary=rotary, cache=cache,
-                       need_weights=need_weights)  # fmt: skip
+        attn = partial(
+            self.self_attn,
+            mask=mask,
+            is_causal=is_causal,
+            rotary=rotary,
+            cache=cache,
+            need_weights=need_weights,
+        )
         x, self_weights = self._residual(x, self.norm1, attn)
         cross_weights = None
         if self.cross_attn is not None:

@@ -1,4 +1,4 @@
-"""ONE Transformer stack; Encoder, Decoder and EncoderDecoder only fix causality and cross-attention."""
+"""ONE Transformer stack; Encoder and Decoder only fix causality and cross-attention."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tetraformer.core.cache import KVCache
 from tetraformer.core.config import TransformerConfig
 from tetraformer.core.layers import Block, make_norm
 from tetraformer.core.masks import combine_masks, mask_to_bias
-from tetraformer.core.positions import ALiBi, RelativePositionBias, Rotary
+from tetraformer.core.positions import attention_bias, rotary
 
 
 @dataclass
@@ -32,16 +32,7 @@ class TransformerStack(nn.Module):
         self.causal = causal
         self.layers = nn.ModuleList(Block(cfg, cross_attention) for _ in range(n_layers))
         self.final_norm = make_norm(cfg) if cfg.norm_position == "pre" else nn.Identity()
-        self.position_bias: nn.Module | None = None
-        if cfg.position == "relative":
-            self.position_bias = RelativePositionBias(
-                cfg.n_heads, cfg.relative_buckets, cfg.relative_max_distance, bidirectional=not causal
-            )
-        elif cfg.position == "alibi":
-            self.position_bias = ALiBi(cfg.n_heads)
-        self.rotary = (
-            Rotary(cfg.head_dim, cfg.rope_base, cfg.rope_fraction) if cfg.position == "rotary" else None
-        )
+        self.position_bias, self.rotary = attention_bias(cfg, causal), rotary(cfg)
 
     def forward(
         self,
@@ -61,13 +52,19 @@ class TransformerStack(nn.Module):
         cross_mask = (
             combine_masks(memory_mask, False, t, memory_mask.shape[1]) if memory_mask is not None else None
         )
-        rotary = (self.rotary, *self.rotary.angles(t, offset)) if self.rotary is not None else None
+        angles = (self.rotary, *self.rotary.angles(t, offset)) if self.rotary is not None else None
         hidden, attns, cross_attns = [x], [], []
         for i, layer in enumerate(self.layers):
             x, w, cw = layer(
-                x, mask, is_causal, rotary, memory, cross_mask,
-                cache.layers[i] if cache is not None else None, output_attentions,
-            )  # fmt: skip
+                x,
+                mask=mask,
+                is_causal=is_causal,
+                rotary=angles,
+                memory=memory,
+                memory_mask=cross_mask,
+                cache=cache.layers[i] if cache is not None else None,
+                need_weights=output_attentions,
+            )
             hidden.append(x)
             attns.append(w)
             cross_attns.append(cw)
@@ -117,24 +114,3 @@ class Decoder(TransformerStack):
     def new_cache(self) -> KVCache:
         """An empty cache sized for this decoder."""
         return KVCache.empty(len(self.layers))
-
-
-class EncoderDecoder(nn.Module):
-    """An Encoder and a cross-attending Decoder over already-embedded sources and targets."""
-
-    def __init__(self, cfg: TransformerConfig) -> None:
-        super().__init__()
-        self.encoder = Encoder(cfg)
-        self.decoder = Decoder(cfg, cfg.n_decoder_layers or cfg.n_layers, cross_attention=True)
-
-    def forward(
-        self,
-        src: Tensor,
-        tgt: Tensor,
-        src_mask: Tensor | None = None,
-        tgt_mask: Tensor | None = None,
-        cache: KVCache | None = None,
-    ) -> StackOutput:
-        """(B, S, D), (B, T, D) -> decoder StackOutput."""
-        memory = self.encoder(src, src_mask).last_hidden_state
-        return self.decoder(tgt, tgt_mask, memory, src_mask, cache)

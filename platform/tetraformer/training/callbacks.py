@@ -18,6 +18,7 @@ from lightning.pytorch.callbacks import (
     RichProgressBar,
 )
 
+from tetraformer.core.accounting import flops_per_token
 from tetraformer.training.loggers import RunConfig, wandb_logger
 
 
@@ -27,6 +28,12 @@ class Throughput(Callback):
     def __init__(self, peak_tflops: float | None = None) -> None:
         self.peak_flops = peak_tflops * 1e12 if peak_tflops else None
         self.tokens, self.start = 0, None
+        self.flops_per_token = 0.0
+
+    def setup(self, trainer: L.Trainer, pl_module: Any, stage: str) -> None:
+        """Count the model's training FLOPs per token once, on the built model before any sharding."""
+        if self.peak_flops and stage == "fit":
+            self.flops_per_token = flops_per_token(pl_module.net, pl_module.net.cfg.max_len)
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
         """Start the clock on the first batch of an interval."""
@@ -44,7 +51,7 @@ class Throughput(Callback):
                 rate = self.tokens / elapsed
                 pl_module.log("train/tokens_per_s", rate, on_step=True, on_epoch=False)
                 if self.peak_flops:
-                    flops = rate * pl_module.net.cfg.flops_per_token() / trainer.world_size
+                    flops = rate * self.flops_per_token / trainer.world_size
                     pl_module.log("train/mfu", flops / self.peak_flops, on_step=True, on_epoch=False)
             self.tokens, self.start = 0, None
 

@@ -64,7 +64,7 @@ def generate_text(
 
 def _fit_length(net: nn.Module, prompt_len: int, max_new: int, encoder_decoder: bool) -> int:
     """max_new_tokens capped so the prompt and the output fit an absolute position table."""
-    if net.cfg.position not in ("learned", "sinusoidal"):
+    if not net.cfg.absolute_positions:
         return max_new
     limit = net.cfg.max_len - (0 if encoder_decoder else prompt_len)
     if limit < 1:
