@@ -32,7 +32,7 @@ class TaskModule(L.LightningModule):
     `on_load_checkpoint` from the config stored in the checkpoint, so a checkpoint is all `predict` needs.
     """
 
-    hf_architectures: tuple[str, ...] = ()  # Hugging Face classes whose checkpoints `convert from-hf` makes ours
+    hf_architectures: tuple[str, ...] = ()  # HF architectures it serves: `convert from-hf` stores this task for them
 
     def __init__(
         self,
