@@ -16,7 +16,10 @@ STDLIB = frozenset(sys.stdlib_module_names)
 # area -> (modules it may import besides the stdlib, or None for "anything but `forbidden`"; forbidden prefixes)
 RULES: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...]]] = {
     "tetraformer.core": (("torch", "tetraformer.core", "tetraformer.errors"), ()),
-    "tetraformer.payload": (("torch", "tokenizers", "transformers", "tetraformer.core", "tetraformer.errors"), ()),
+    "tetraformer.payload": (
+        ("torch", "tokenizers", "transformers", "tetraformer.core", "tetraformer.errors"),
+        (),
+    ),
     "tetraformer.data": (None, ("tetraformer.core", "tetraformer.training", "tetraformer.interop", "tasks")),
     "tetraformer.training": (None, ("tetraformer.interop", "tasks")),
     "tetraformer": (None, ("tasks",)),  # nothing under platform/ imports a task

@@ -128,7 +128,9 @@ def test_checkpoint_written_before_the_payload_module_still_reads(tmp_path: Path
 def test_make_checkpoint_keeps_the_layout_and_round_trips(tmp_path: Path) -> None:
     """A bare network's checkpoint has the payload, the weights under `net.`, and hparams only with a task."""
     net = CausalLM(TransformerConfig.preset("tiny", vocab_size=50, max_len=16))
-    path = save_checkpoint(make_checkpoint(net, "pkg.mod.Task", None, source="src"), tmp_path / "a" / "x.ckpt")
+    path = save_checkpoint(
+        make_checkpoint(net, "pkg.mod.Task", None, source="src"), tmp_path / "a" / "x.ckpt"
+    )
     ckpt = read_checkpoint(path)
     assert set(ckpt[PAYLOAD_KEY]) == {"class_path", "model_config", "tokenizer", "task", "source"}
     assert ckpt[PAYLOAD_KEY]["class_path"] == "pkg.mod.Task" and ckpt[PAYLOAD_KEY]["source"] == "src"
@@ -141,7 +143,9 @@ def test_make_checkpoint_keeps_the_layout_and_round_trips(tmp_path: Path) -> Non
 def test_unreadable_directory_says_what_was_expected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without registered sources, a plain directory expects a .ckpt or HF directory; an HF one names the import."""
     monkeypatch.setattr(payload, "STARTING_POINTS", {})
-    with pytest.raises(CheckpointError, match="expected a Tetraformer .ckpt file or a Hugging Face model directory"):
+    with pytest.raises(
+        CheckpointError, match="expected a Tetraformer .ckpt file or a Hugging Face model directory"
+    ):
         directory_starting_point(tmp_path)
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(CheckpointError, match="`import tetraformer.interop`"):
@@ -153,7 +157,9 @@ def test_registered_source_reads_its_directories(tmp_path: Path, monkeypatch: py
     cfg = TransformerConfig.preset("tiny")
     monkeypatch.setattr(payload, "STARTING_POINTS", {})
     payload.register_starting_point(
-        payload.StartingPointSource("a marked directory", lambda p: (p / "MARK").is_file(), lambda p: (cfg, {}))
+        payload.StartingPointSource(
+            "a marked directory", lambda p: (p / "MARK").is_file(), lambda p: (cfg, {})
+        )
     )
     with pytest.raises(CheckpointError, match="or a marked directory"):
         directory_starting_point(tmp_path)

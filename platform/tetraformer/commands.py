@@ -130,10 +130,13 @@ def convert_command(argv: list[str]) -> None:
     from_hf.add_argument("src_dir", type=Path)
     from_hf.add_argument("out_ckpt", type=Path)
     from_hf.add_argument(
-        "--task", help="task class path the checkpoint serves (default: the task that declares the architecture)"
+        "--task",
+        help="task class path the checkpoint serves (default: the task that declares the architecture)",
     )
     from_hf.add_argument(
-        "--tokenizer", type=Path, help="tokenizer directory or tokenizer.json to store (default: SRC_DIR's own)"
+        "--tokenizer",
+        type=Path,
+        help="tokenizer directory or tokenizer.json to store (default: SRC_DIR's own)",
     )
     to_hf = sub.add_parser("to-hf", help="a Tetraformer checkpoint -> a Hugging Face model directory")
     to_hf.add_argument("ckpt", type=Path)

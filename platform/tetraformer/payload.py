@@ -76,9 +76,7 @@ def make_payload(
     }  # fmt: skip
 
 
-def make_checkpoint(
-    net: nn.Module, class_path: str | None, tokenizer: Any, **extra: Any
-) -> dict[str, Any]:
+def make_checkpoint(net: nn.Module, class_path: str | None, tokenizer: Any, **extra: Any) -> dict[str, Any]:
     """A whole checkpoint dict for a bare network (no training state), as Lightning would write its module.
 
     With a task class path it also carries the hyper-parameters LightningCLI rebuilds the task from.
@@ -117,9 +115,13 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     except OSError:
         raise
     except Exception as err:  # noqa: BLE001 - torch's reasons (bad pickle, not a zip, code to run) all mean "not ours"
-        raise CheckpointError(f"{path} is not a Tetraformer checkpoint: torch cannot read it{_hint(path)}") from err
+        raise CheckpointError(
+            f"{path} is not a Tetraformer checkpoint: torch cannot read it{_hint(path)}"
+        ) from err
     if not isinstance(ckpt, dict) or PAYLOAD_KEY not in ckpt:
-        raise CheckpointError(f"{path} is not a Tetraformer checkpoint (no '{PAYLOAD_KEY}' entry){_hint(path)}")
+        raise CheckpointError(
+            f"{path} is not a Tetraformer checkpoint (no '{PAYLOAD_KEY}' entry){_hint(path)}"
+        )
     return ckpt
 
 
@@ -170,7 +172,11 @@ def directory_starting_point(path: Path) -> StartingPoint:
         if source.accepts(path):
             return source.load(path)
     kinds = " or ".join(STARTING_POINTS) or "a Hugging Face model directory"
-    message = f"{path}: cannot start a network from this directory; expected a Tetraformer .ckpt file or {kinds}"
+    message = (
+        f"{path}: cannot start a network from this directory; expected a Tetraformer .ckpt file or {kinds}"
+    )
     if (path / "config.json").is_file():  # a Hugging Face directory, but no source reads it
-        message += " (it has a config.json: `import tetraformer.interop` to read Hugging Face model directories)"
+        message += (
+            " (it has a config.json: `import tetraformer.interop` to read Hugging Face model directories)"
+        )
     raise CheckpointError(message)

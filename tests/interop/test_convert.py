@@ -38,7 +38,9 @@ def tokenizer_dir(tmp_path: Path) -> Path:
 def hf_model(path: Path, architecture: str, vocab_size: int = 60) -> Path:
     """A tiny random GPT-2 or BERT model saved without tokenizer files."""
     if architecture.startswith("GPT2"):
-        config = transformers.GPT2Config(vocab_size=vocab_size, n_positions=32, n_embd=16, n_layer=1, n_head=2)
+        config = transformers.GPT2Config(
+            vocab_size=vocab_size, n_positions=32, n_embd=16, n_layer=1, n_head=2
+        )
     else:
         config = transformers.BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1,
                                          num_attention_heads=2, intermediate_size=32)  # fmt: skip
@@ -70,9 +72,10 @@ def test_from_hf_serves_the_declaring_task_with_a_tokenizer_from_elsewhere(
     convert_command(["from-hf", str(src), str(out), "--tokenizer", str(tokenizer_dir)])
     assert read_checkpoint(out)[PAYLOAD_KEY]["class_path"] == LANGUAGE_MODELING
     module = load_task_module(out)
-    assert module.tokenizer("hello")["input_ids"] == transformers.AutoTokenizer.from_pretrained(tokenizer_dir)(
-        "hello"
-    )["input_ids"]
+    assert (
+        module.tokenizer("hello")["input_ids"]
+        == transformers.AutoTokenizer.from_pretrained(tokenizer_dir)("hello")["input_ids"]
+    )
     theirs = transformers.GPT2LMHeadModel.from_pretrained(src).eval()
     ids = torch.randint(0, 60, (2, 8))
     with torch.no_grad():

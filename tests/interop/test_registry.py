@@ -74,7 +74,9 @@ def test_every_exportable_network_converts(architecture: str, network: str, tmp_
 
 def test_unknown_network_and_foreign_class_are_refused(tmp_path: Path) -> None:
     """A network no family exports, and a class posing as another family's architecture, are named errors."""
-    with pytest.raises(InteropError, match=r"no Hugging Face export for a Linear network \(exportable: .*CausalLM"):
+    with pytest.raises(
+        InteropError, match=r"no Hugging Face export for a Linear network \(exportable: .*CausalLM"
+    ):
         export_class(nn.Linear(2, 2))
 
     class Impostor(HFModel):
@@ -88,7 +90,9 @@ def test_unknown_architecture_lists_the_supported(tmp_path: Path) -> None:
     """config.json naming an architecture no spec has is an error listing every supported one."""
     path = saved_hf_model("GPT2Model", tmp_path / "m")
     config = json.loads((path / "config.json").read_text())
-    (path / "config.json").write_text(json.dumps({**config, "architectures": ["GPT2ForSequenceClassification"]}))
+    (path / "config.json").write_text(
+        json.dumps({**config, "architectures": ["GPT2ForSequenceClassification"]})
+    )
     with pytest.raises(InteropError, match="unsupported architecture 'GPT2ForSequenceClassification'") as err:
         load_hf(path)
     assert all(name in str(err.value) for name in ARCHITECTURES)

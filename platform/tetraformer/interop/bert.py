@@ -150,7 +150,9 @@ class BertBase(HFModel):
         return export_state(self, self.rules(self.base_prefix))
 
     @classmethod
-    def from_checkpoint(cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str) -> BertBase:
+    def from_checkpoint(
+        cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str
+    ) -> BertBase:
         """An empty model of the checkpoint's shape (its encoder under `prefix`)."""
         return cls(TextEncoder(cfg), hf)
 
@@ -180,7 +182,9 @@ class HFBertModel(BertBase):
         return pooler_rules("pooler", prefix) if self.pooler is not None else []
 
     @classmethod
-    def from_checkpoint(cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str) -> BertBase:
+    def from_checkpoint(
+        cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str
+    ) -> BertBase:
         """An empty model, with a pooler only when the checkpoint has its weights."""
         return cls(TextEncoder(cfg), hf, pooler=has_pooler(weights, prefix))
 

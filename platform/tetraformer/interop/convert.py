@@ -38,7 +38,9 @@ def import_checkpoint(
     from tetraformer.data import load_tokenizer
 
     core = load_hf(src_dir).core
-    tokenizer = load_tokenizer(tokenizer_dir) if tokenizer_dir else _optional_tokenizer(src_dir, load_tokenizer)
+    tokenizer = (
+        load_tokenizer(tokenizer_dir) if tokenizer_dir else _optional_tokenizer(src_dir, load_tokenizer)
+    )
     if tokenizer is not None and len(tokenizer) > core.cfg.vocab_size:
         raise InteropError(
             f"{tokenizer_dir or src_dir}: the tokenizer has {len(tokenizer)} tokens but {src_dir} embeds only "

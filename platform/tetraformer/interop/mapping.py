@@ -160,7 +160,11 @@ def kept_config(hf: dict) -> dict:
 
 
 def import_model(
-    model: nn.Module, rules: list[Rule], weights: dict[str, Tensor], source: str, ignored: tuple[str, ...] = ()
+    model: nn.Module,
+    rules: list[Rule],
+    weights: dict[str, Tensor],
+    source: str,
+    ignored: tuple[str, ...] = (),
 ) -> None:
     """Fill `model` by its rules and log the tensors left out (`ignored`: copies transformers skips too)."""
     reader = WeightReader(weights, source)

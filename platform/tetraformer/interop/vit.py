@@ -111,7 +111,9 @@ class HFViTModel(ViTBase):
         return super().export_config() | dict(pooler_act="tanh", pooler_output_size=self.core.cfg.d_model)
 
     @classmethod
-    def from_checkpoint(cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str) -> ViTBase:
+    def from_checkpoint(
+        cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str
+    ) -> ViTBase:
         """An empty model, with a pooler only when the checkpoint has its weights."""
         return cls(ImageEncoder(cfg), hf, pooler=has_pooler(weights, prefix))
 
@@ -136,7 +138,9 @@ class HFViTForImageClassification(ViTBase):
         return super().export_config() | labels(self.hf_config, self.core.head.classifier.out_features)
 
     @classmethod
-    def from_checkpoint(cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str) -> ViTBase:
+    def from_checkpoint(
+        cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str
+    ) -> ViTBase:
         """An empty classifier with the checkpoint's number of labels."""
         return cls(SequenceClassifier(ImageEncoder(cfg), num_labels(hf), pooling="cls"), hf)
 

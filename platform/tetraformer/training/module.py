@@ -32,7 +32,8 @@ class TaskModule(L.LightningModule):
     `on_load_checkpoint` from the config stored in the checkpoint, so a checkpoint is all `predict` needs.
     """
 
-    hf_architectures: tuple[str, ...] = ()  # HF architectures it serves: `convert from-hf` stores this task for them
+    # Hugging Face architectures this task serves: `convert from-hf` stores it as their checkpoints' task
+    hf_architectures: tuple[str, ...] = ()
 
     def __init__(
         self,
