@@ -100,7 +100,7 @@ def test_architecture_no_task_serves_gives_an_init_from_checkpoint(
     ckpt = read_checkpoint(out)
     assert ckpt[PAYLOAD_KEY]["class_path"] is None and ckpt[PAYLOAD_KEY]["tokenizer"] is None
     assert "hyper_parameters" not in ckpt
-    assert "the checkpoint has none" in caplog.text and "--tokenizer DIR" in caplog.text
+    assert "the checkpoint has no tokenizer" in caplog.text and "--tokenizer DIR" in caplog.text
     assert "task: none; use it as --model.init_from" in caplog.text
     with pytest.raises(CheckpointError, match="only serve as --model.init_from"):
         load_network(out)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
+from tetraformer.data import DataError, load_tokenizer
 from tetraformer.interop.errors import InteropError
 from tetraformer.interop.registry import export_class, load_hf, save_hf
 from tetraformer.payload import make_checkpoint
@@ -35,30 +35,24 @@ def import_checkpoint(
 
     The tokenizer is `tokenizer_dir`'s when given, else `src_dir`'s; without one the checkpoint has none (logged).
     """
-    from tetraformer.data import load_tokenizer
-
     core = load_hf(src_dir).core
-    tokenizer = (
-        load_tokenizer(tokenizer_dir) if tokenizer_dir else _optional_tokenizer(src_dir, load_tokenizer)
-    )
+    tokenizer = load_tokenizer(tokenizer_dir) if tokenizer_dir else _source_tokenizer(src_dir)
     if tokenizer is not None and len(tokenizer) > core.cfg.vocab_size:
         raise InteropError(
             f"{tokenizer_dir or src_dir}: the tokenizer has {len(tokenizer)} tokens but {src_dir} embeds only "
             f"{core.cfg.vocab_size}; give the model's own tokenizer with --tokenizer DIR"
         )
-    if tokenizer is None:
-        log.warning(
-            "%s ships no tokenizer, so the checkpoint has none: convert again with --tokenizer DIR "
-            "(a tokenizer.json or Hugging Face tokenizer directory), or pass --data.tokenizer DIR when training",
-            src_dir,
-        )
     return make_checkpoint(core, task_class_path, tokenizer, source=str(src_dir))
 
 
-def _optional_tokenizer(src_dir: str | Path, load: Callable[[str | Path], Any]) -> Any:
-    """The directory's tokenizer, or None when it ships no usable one (the reason logged)."""
+def _source_tokenizer(src_dir: str | Path) -> Any:
+    """The model directory's own tokenizer, or None with a warning saying how to give one."""
     try:
-        return load(src_dir)
-    except Exception as err:  # noqa: BLE001 - any loader failure means "no usable tokenizer here"
-        log.info("%s: no tokenizer loaded (%s)", src_dir, err)
+        return load_tokenizer(src_dir)
+    except DataError as err:
+        log.warning(
+            "%s; the checkpoint has no tokenizer: convert again with --tokenizer DIR (a tokenizer.json or "
+            "Hugging Face tokenizer directory), or pass --data.tokenizer DIR when training from it",
+            err,
+        )
         return None
