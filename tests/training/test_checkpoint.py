@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,21 @@ def test_load_network_of_a_checkpoint_without_task(tmp_path: Path) -> None:
     path = save_checkpoint(make_checkpoint(net, None, None), tmp_path / "a.ckpt")
     with pytest.raises(CheckpointError, match="names no task class; it can only serve as --model.init_from"):
         load_network(path)
+
+
+def test_training_alone_does_not_read_hugging_face_directories(tmp_path: Path) -> None:
+    """Without `import tetraformer.interop`, training never loads interop and an HF directory names the import."""
+    transformers.GPT2Config(n_layer=1).save_pretrained(tmp_path)
+    code = (
+        "import sys\n"
+        "from tetraformer.training.module import TaskModule\n"
+        "from tetraformer.training.checkpoint import starting_point\n"
+        "try:\n"
+        f"    starting_point({str(tmp_path)!r})\n"
+        "except Exception as err:\n"
+        "    print(type(err).__name__, err)\n"
+        "print('interop loaded:', 'tetraformer.interop' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "CheckpointError" in done.stdout and "`import tetraformer.interop`" in done.stdout
+    assert "interop loaded: False" in done.stdout
