@@ -12,8 +12,9 @@ import yaml
 from lightning.pytorch import Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 
+import tetraformer.interop  # noqa: F401  (registers Hugging Face model directories as init_from sources)
+from tetraformer.payload import PAYLOAD_KEY, read_checkpoint, tokenizer_from_state
 from tetraformer.training.callbacks import JsonlPredictionWriter, default_callbacks
-from tetraformer.training.checkpoint import PAYLOAD_KEY, read_checkpoint, tokenizer_from_state
 from tetraformer.training.datamodule import TaskDataModule
 from tetraformer.training.loggers import RunConfig, make_loggers, wandb_logger
 from tetraformer.training.module import TaskModule

@@ -7,9 +7,11 @@ import json
 import logging
 import sys
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+TASK_ENTRY_POINTS = "tetraformer.tasks"  # pyproject.toml: `name = "package.module:TaskClass"` per task
 
 
 def generate_command(argv: list[str]) -> None:
@@ -127,36 +129,49 @@ def convert_command(argv: list[str]) -> None:
     from_hf = sub.add_parser("from-hf", help="a Hugging Face model directory -> a Tetraformer checkpoint")
     from_hf.add_argument("src_dir", type=Path)
     from_hf.add_argument("out_ckpt", type=Path)
-    from_hf.add_argument("--task", help="task class path the checkpoint serves (default: by architecture)")
+    from_hf.add_argument(
+        "--task",
+        help="task class path the checkpoint serves (default: the task that declares the architecture)",
+    )
+    from_hf.add_argument(
+        "--tokenizer",
+        type=Path,
+        help="tokenizer directory or tokenizer.json to store (default: SRC_DIR's own)",
+    )
     to_hf = sub.add_parser("to-hf", help="a Tetraformer checkpoint -> a Hugging Face model directory")
     to_hf.add_argument("ckpt", type=Path)
     to_hf.add_argument("out_dir", type=Path)
     args = parser.parse_args(argv)
 
-    from tetraformer.interop import InteropError, load_hf
-    from tetraformer.interop.convert import export_network, import_checkpoint, save_checkpoint
+    from tetraformer.interop import load_hf
+    from tetraformer.interop.convert import export_network, import_checkpoint
     from tetraformer.interop.files import read_config
+    from tetraformer.payload import save_checkpoint
 
-    try:
-        if args.direction == "from-hf":
-            architecture = (read_config(args.src_dir).get("architectures") or [""])[0]
-            task = args.task or TASKS_BY_ARCHITECTURE.get(architecture)
-            save_checkpoint(import_checkpoint(args.src_dir, task), args.out_ckpt)
-            log.info(
-                "%s (%s) -> %s (task: %s)",
-                args.src_dir,
-                architecture,
-                args.out_ckpt,
-                task or "none; use it as init_from",
-            )
-        else:
-            from tetraformer.training.checkpoint import load_network
+    if args.direction == "from-hf":
+        architecture = (read_config(args.src_dir).get("architectures") or [""])[0]
+        task = args.task or task_for_architecture(architecture)
+        save_checkpoint(import_checkpoint(args.src_dir, task, args.tokenizer), args.out_ckpt)
+        log.info("%s (%s) -> %s (task: %s)", args.src_dir, architecture, args.out_ckpt,
+                 task or "none; use it as --model.init_from")  # fmt: skip
+    else:
+        from tetraformer.training.checkpoint import load_network
 
-            net, tokenizer = load_network(args.ckpt)
-            out = export_network(net, tokenizer, args.out_dir)
-            log.info("%s -> %s (%s)", args.ckpt, out, load_hf(out).architecture)
-    except (InteropError, FileNotFoundError, ValueError) as err:
-        raise SystemExit(f"error: {err}") from err
+        net, tokenizer = load_network(args.ckpt)
+        out = export_network(net, tokenizer, args.out_dir)
+        log.info("%s -> %s (%s)", args.ckpt, out, load_hf(out).architecture)
+
+
+def task_for_architecture(architecture: str) -> str | None:
+    """Class path of the task that declares it serves a Hugging Face architecture (`hf_architectures`).
+
+    Tasks are found through the `tetraformer.tasks` entry-point group, so the platform names none of them.
+    """
+    for entry in entry_points(group=TASK_ENTRY_POINTS):
+        task = entry.load()
+        if architecture in getattr(task, "hf_architectures", ()):
+            return f"{task.__module__}.{task.__qualname__}"
+    return None
 
 
 def _unescape(text: str) -> str:
@@ -174,12 +189,6 @@ def _cuda() -> bool:
 
     return torch.cuda.is_available()
 
-
-# the task whose checkpoints an imported architecture can serve (class paths, never imports)
-TASKS_BY_ARCHITECTURE = {
-    "GPT2LMHeadModel": "tasks.language_modeling.module.LanguageModeling",
-    "GPT2Model": "tasks.language_modeling.module.LanguageModeling",
-}
 
 COMMANDS: dict[str, Callable[[list[str]], None]] = {
     "generate": generate_command,

@@ -17,6 +17,8 @@ from tetraformer.training.text_generation import TextGenerationConfig, generate_
 class LanguageModeling(TaskModule):
     """Trains a GPT on packed blocks of text; samples from fixed prompts at each validation."""
 
+    hf_architectures = ("GPT2LMHeadModel", "GPT2Model")
+
     def __init__(
         self,
         arch: TransformerConfig | None = None,

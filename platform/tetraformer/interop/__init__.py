@@ -1,18 +1,33 @@
-"""Hugging Face checkpoints in and out: BERT, GPT-2, T5 and ViT load into the core with identical outputs."""
+"""Hugging Face checkpoints in and out: BERT, GPT-2, T5 and ViT load into the core with identical outputs.
+
+Importing this package registers the four families and makes Hugging Face model directories a source
+that `init_from` reads (tetraformer.payload.STARTING_POINTS).
+"""
 
 from tetraformer.interop.errors import InteropError
 from tetraformer.interop.outputs import ModelOutput
-from tetraformer.interop.registry import CONVERTERS, Converter, HFModel, load_hf, register, save_hf
+from tetraformer.interop.registry import (
+    FAMILIES,
+    FamilySpec,
+    HFModel,
+    architectures,
+    export_class,
+    load_hf,
+    register,
+    save_hf,
+)
 
 __all__ = [
-    "CONVERTERS",
-    "Converter",
+    "FAMILIES",
+    "FamilySpec",
     "HFModel",
     "InteropError",
     "ModelOutput",
+    "architectures",
+    "export_class",
     "load_hf",
     "register",
     "save_hf",
 ]
 
-from tetraformer.interop import bert, gpt2, t5, vit  # noqa: F401,E402  (registers converters)
+from tetraformer.interop import bert, gpt2, t5, vit  # noqa: F401,E402  (registers the families)

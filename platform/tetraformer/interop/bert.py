@@ -6,14 +6,21 @@ under Hugging Face's input names; heads sit beside it: the tanh pooler, the MLM 
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 
-from torch import Tensor, nn
+from torch import Tensor
 
 from tetraformer.core import ClassificationHead, MaskedLMHead, TextEncoder, TokenClassificationHead
 from tetraformer.core.config import TransformerConfig
 from tetraformer.interop.errors import InteropError
+from tetraformer.interop.heads import (
+    classifier_dropout,
+    has_pooler,
+    labels,
+    num_labels,
+    pooler_rules,
+    tanh_pooler,
+)
 from tetraformer.interop.mapping import (
     Rule,
     activation_from_hf,
@@ -21,16 +28,14 @@ from tetraformer.interop.mapping import (
     base_prefix,
     check_supported,
     export_state,
-    import_state,
+    import_model,
     kept_config,
-    report_unused,
     require,
     resolve_tie,
     weight_and_bias,
 )
 from tetraformer.interop.outputs import ModelOutput
-from tetraformer.interop.registry import Converter, HFModel, register
-from tetraformer.interop.weights import WeightReader
+from tetraformer.interop.registry import FamilySpec, HFModel, register
 
 # BertConfig's defaults: what transformers assumes for an entry config.json leaves out
 DEFAULTS = dict(
@@ -50,7 +55,7 @@ EXPORTABLE = dict(
 HEAD_PREFIX = "cls.predictions."
 
 
-def bert_config(hf: dict, source: str, tie: bool = True) -> TransformerConfig:
+def config_from_hf(hf: dict, source: str, tie: bool = True) -> TransformerConfig:
     """The core config of a BERT config.json (tie: whether the MLM decoder shares the word embeddings)."""
     check_supported(hf, source, SUPPORTED)
     hf = {**DEFAULTS, **hf}
@@ -68,7 +73,7 @@ def bert_config(hf: dict, source: str, tie: bool = True) -> TransformerConfig:
         raise InteropError(f"{source}: {err}") from err
 
 
-def hf_bert_config(cfg: TransformerConfig, original: dict) -> dict:
+def config_to_hf(cfg: TransformerConfig, original: dict) -> dict:
     """config.json entries for a core config, over the entries of the checkpoint it came from."""
     require(cfg, "BERT", {**EXPORTABLE, "inner_dim": cfg.d_model})
     if cfg.type_vocab_size < 1:
@@ -138,15 +143,17 @@ class BertBase(HFModel):
 
     def export_config(self) -> dict:
         """config.json for this model."""
-        return hf_bert_config(self.core.cfg, self.hf_config)
+        return config_to_hf(self.core.cfg, self.hf_config)
 
     def export_weights(self) -> dict[str, Tensor]:
         """HF-named tensors for this model."""
         return export_state(self, self.rules(self.base_prefix))
 
     @classmethod
-    def from_checkpoint(cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor]) -> BertBase:
-        """An empty model of the checkpoint's shape."""
+    def from_checkpoint(
+        cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str
+    ) -> BertBase:
+        """An empty model of the checkpoint's shape (its encoder under `prefix`)."""
         return cls(TextEncoder(cfg), hf)
 
 
@@ -160,8 +167,7 @@ class HFBertModel(BertBase):
         self, core: TextEncoder, hf_config: dict, tokenizer_dir: Path | None = None, pooler: bool = True
     ) -> None:
         super().__init__(core, hf_config, tokenizer_dir)
-        d = core.cfg.d_model
-        self.pooler = nn.Sequential(nn.Linear(d, d), nn.Tanh()) if pooler else None
+        self.pooler = tanh_pooler(core.cfg.d_model) if pooler else None
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
@@ -173,13 +179,14 @@ class HFBertModel(BertBase):
 
     def head_rules(self, prefix: str) -> list[Rule]:
         """The pooler, when the checkpoint has one (BertModel(add_pooling_layer=False) has none)."""
-        return weight_and_bias("pooler.0", f"{prefix}pooler.dense") if self.pooler is not None else []
+        return pooler_rules("pooler", prefix) if self.pooler is not None else []
 
     @classmethod
-    def from_checkpoint(cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor]) -> BertBase:
+    def from_checkpoint(
+        cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str
+    ) -> BertBase:
         """An empty model, with a pooler only when the checkpoint has its weights."""
-        pooler = any(k.endswith("pooler.dense.weight") for k in weights)
-        return cls(TextEncoder(cfg), hf, pooler=pooler)
+        return cls(TextEncoder(cfg), hf, pooler=has_pooler(weights, prefix))
 
 
 class HFBertForMaskedLM(BertBase):
@@ -222,7 +229,9 @@ class HFBertForSequenceClassification(BertBase):
     def __init__(self, core: TextEncoder, hf_config: dict, tokenizer_dir: Path | None = None) -> None:
         super().__init__(core, hf_config, tokenizer_dir)
         dropout = classifier_dropout(hf_config, core.cfg)
-        self.head = ClassificationHead(core.cfg.d_model, num_labels(hf_config), "cls", True, dropout)
+        self.head = ClassificationHead(
+            core.cfg.d_model, num_labels(hf_config), pooling="cls", pooler=True, dropout=dropout
+        )
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
@@ -233,9 +242,7 @@ class HFBertForSequenceClassification(BertBase):
 
     def head_rules(self, prefix: str) -> list[Rule]:
         """The pooler (inside HF's encoder) and the classifier."""
-        return weight_and_bias("head.pooler.0", f"{prefix}pooler.dense") + weight_and_bias(
-            "head.classifier", "classifier"
-        )
+        return pooler_rules("head.pooler", prefix) + weight_and_bias("head.classifier", "classifier")
 
     def export_config(self) -> dict:
         """config.json with the label vocabulary."""
@@ -267,24 +274,6 @@ class HFBertForTokenClassification(BertBase):
         return {**super().export_config(), **labels(self.hf_config, self.head.classifier.out_features)}
 
 
-def classifier_dropout(hf: dict, cfg: TransformerConfig) -> float:
-    """classifier_dropout when set, else the hidden dropout, as transformers does."""
-    return cfg.dropout if hf.get("classifier_dropout") is None else hf["classifier_dropout"]
-
-
-def num_labels(hf: dict) -> int:
-    """Classes of a classifier config: len(id2label), else num_labels, else transformers' default 2."""
-    return len(hf["id2label"]) if hf.get("id2label") else int(hf.get("num_labels", 2))
-
-
-def labels(hf: dict, n: int) -> dict:
-    """id2label / label2id for n classes: the checkpoint's names when they fit, else LABEL_i."""
-    id2label = {str(k): v for k, v in (hf.get("id2label") or {}).items()}
-    if len(id2label) != n:
-        id2label = {str(i): f"LABEL_{i}" for i in range(n)}
-    return {"id2label": id2label, "label2id": {v: int(k) for k, v in id2label.items()}}
-
-
 def load(cls: type[BertBase], hf: dict, weights: dict[str, Tensor], source: str) -> BertBase:
     """Build `cls` from a BERT config.json and state dict (any prefix, legacy names tolerated)."""
     weights = legacy_names(weights)
@@ -296,19 +285,14 @@ def load(cls: type[BertBase], hf: dict, weights: dict[str, Tensor], source: str)
         weights, f"{HEAD_PREFIX}decoder.weight", f"{prefix}embeddings.word_embeddings.weight",
         bool(hf.get("tie_word_embeddings", True)),
     )  # fmt: skip
-    model = cls.from_checkpoint(bert_config(hf, source, tie), hf, weights)
-    reader = WeightReader(weights, source)
-    import_state(model, model.rules(prefix), reader)
-    report_unused(reader, cls.architecture)
+    model = cls.from_checkpoint(config_from_hf(hf, source, tie), hf, weights, prefix)
+    import_model(model, model.rules(prefix), weights, source)
     return model
 
 
-def save(model: HFModel) -> tuple[dict, dict[str, Tensor]]:
-    """(config.json, tensors) that transformers loads as the model's architecture."""
-    if not isinstance(model, BertBase):
-        raise InteropError(f"{type(model).__name__} is not a BERT model")
-    return model.export_config(), model.export_weights()
-
-
-CLASSES = (HFBertModel, HFBertForMaskedLM, HFBertForSequenceClassification, HFBertForTokenClassification)
-register(*(Converter(c.architecture, partial(load, c), save) for c in CLASSES))
+SPEC = FamilySpec(
+    name="BERT", config_from_hf=config_from_hf, config_to_hf=config_to_hf,
+    heads=(HFBertModel, HFBertForMaskedLM, HFBertForSequenceClassification, HFBertForTokenClassification),
+    load=load, exports={TextEncoder: "BertModel"},
+)  # fmt: skip
+register(SPEC)

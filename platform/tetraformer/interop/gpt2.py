@@ -21,16 +21,14 @@ from tetraformer.interop.mapping import (
     base_prefix,
     check_supported,
     export_state,
-    import_state,
+    import_model,
     kept_config,
-    report_unused,
     require,
     resolve_tie,
     weight_and_bias,
 )
 from tetraformer.interop.outputs import ModelOutput
-from tetraformer.interop.registry import Converter, HFModel, register
-from tetraformer.interop.weights import WeightReader
+from tetraformer.interop.registry import FamilySpec, HFModel, register
 
 # GPT2Config's defaults: what transformers assumes for an entry config.json leaves out
 DEFAULTS = dict(
@@ -46,7 +44,7 @@ EXPORTABLE = dict(
 )  # fmt: skip
 
 
-def gpt2_config(hf: dict, source: str, tie: bool = True) -> TransformerConfig:
+def config_from_hf(hf: dict, source: str, tie: bool = True) -> TransformerConfig:
     """The core config of a GPT-2 config.json (tie: whether the LM head shares the token embedding)."""
     check_supported(hf, source, SUPPORTED)
     hf = {**DEFAULTS, **hf}
@@ -64,7 +62,7 @@ def gpt2_config(hf: dict, source: str, tie: bool = True) -> TransformerConfig:
         raise InteropError(f"{source}: {err}") from err
 
 
-def hf_gpt2_config(cfg: TransformerConfig, original: dict) -> dict:
+def config_to_hf(cfg: TransformerConfig, original: dict) -> dict:
     """config.json entries for a core config, over the entries of the checkpoint it came from."""
     require(cfg, "GPT-2", {**EXPORTABLE, "inner_dim": cfg.d_model})
     return {
@@ -117,7 +115,7 @@ class GPT2Base(HFModel):
 
     def export_config(self) -> dict:
         """config.json for this model."""
-        return hf_gpt2_config(self.core.cfg, self.hf_config)
+        return config_to_hf(self.core.cfg, self.hf_config)
 
     def export_weights(self) -> dict[str, Tensor]:
         """HF-named tensors for this model (a tied head is left to transformers to re-tie)."""
@@ -169,19 +167,13 @@ def load(cls: type[GPT2Base], hf: dict, weights: dict[str, Tensor], source: str)
         weights, "lm_head.weight", f"{prefix}wte.weight", bool(hf.get("tie_word_embeddings", True))
     )
     tie = tie or cls is HFGPT2Model  # a base model has no head: keep the core's head a free alias
-    model = cls(CausalLM(gpt2_config(hf, source, tie)), hf)
-    reader = WeightReader(weights, source)
-    import_state(model, model.rules(prefix), reader)
-    report_unused(reader, cls.architecture)
+    model = cls(CausalLM(config_from_hf(hf, source, tie)), hf)
+    import_model(model, model.rules(prefix), weights, source)
     return model
 
 
-def save(model: HFModel) -> tuple[dict, dict[str, Tensor]]:
-    """(config.json, tensors) that transformers loads as the model's architecture."""
-    if not isinstance(model, GPT2Base):
-        raise InteropError(f"{type(model).__name__} is not a GPT-2 model")
-    return model.export_config(), model.export_weights()
-
-
-CLASSES = (HFGPT2Model, HFGPT2LMHeadModel)
-register(*(Converter(c.architecture, partial(load, c), save) for c in CLASSES))
+SPEC = FamilySpec(
+    name="GPT-2", config_from_hf=config_from_hf, config_to_hf=config_to_hf,
+    heads=(HFGPT2Model, HFGPT2LMHeadModel), load=load, exports={CausalLM: "GPT2LMHeadModel"},
+)  # fmt: skip
+register(SPEC)

@@ -159,6 +159,20 @@ def kept_config(hf: dict) -> dict:
     return {k: v for k, v in hf.items() if k not in VOLATILE_KEYS}
 
 
+def import_model(
+    model: nn.Module,
+    rules: list[Rule],
+    weights: dict[str, Tensor],
+    source: str,
+    ignored: tuple[str, ...] = (),
+) -> None:
+    """Fill `model` by its rules and log the tensors left out (`ignored`: copies transformers skips too)."""
+    reader = WeightReader(weights, source)
+    import_state(model, rules, reader)
+    reader.used.update(k for k in ignored if reader.has(k))
+    report_unused(reader, model.architecture)
+
+
 def report_unused(reader: WeightReader, architecture: str) -> None:
     """Log one line naming the checkpoint tensors the conversion left out."""
     unused = [k for k in reader.unused() if not k.endswith(BUFFER_SUFFIXES)]

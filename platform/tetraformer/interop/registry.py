@@ -1,15 +1,22 @@
-"""load_hf / save_hf: dispatch on config.json's `architectures` to the family converter that handles it."""
+"""One registry of Hugging Face families: load_hf, save_hf and the export of core networks all dispatch here.
+
+Each family file (bert, gpt2, t5, vit) has the same shape: `config_from_hf` / `config_to_hf`, its tensor
+rules, one HFModel class per architecture (head), a `load(cls, hf_config, weights, source)` function, and
+one `FamilySpec` registered at import.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from torch import Tensor, nn
 
+from tetraformer.core.config import TransformerConfig
 from tetraformer.interop.errors import InteropError
 from tetraformer.interop.files import read_config, read_weights, write_model_dir
+from tetraformer.payload import StartingPoint, StartingPointSource, register_starting_point
 
 
 class HFModel(nn.Module):
@@ -21,32 +28,62 @@ class HFModel(nn.Module):
         super().__init__()
         self.core, self.hf_config, self.tokenizer_dir = core, hf_config, tokenizer_dir
 
+    def export_config(self) -> dict:
+        """config.json entries for this model (the registry adds `architectures`)."""
+        raise NotImplementedError
+
+    def export_weights(self) -> dict[str, Tensor]:
+        """This model's tensors under Hugging Face's names."""
+        raise NotImplementedError
+
+
+Loader = Callable[[type[HFModel], dict, dict[str, Tensor], str], HFModel]  # (class, config, weights, source)
+
 
 @dataclass(frozen=True)
-class Converter:
-    """How one Hugging Face architecture maps to the core and back."""
+class FamilySpec:
+    """One Hugging Face model family: its configs both ways, its heads, how they load, what exports as it."""
 
-    architecture: str  # e.g. "GPT2LMHeadModel"
-    load: Callable[[dict, dict[str, Tensor], str], HFModel]  # (hf config, hf weights, source) -> model
-    save: Callable[[HFModel], tuple[dict, dict[str, Tensor]]]  # model -> (hf config, hf weights)
+    name: str  # e.g. "BERT"
+    config_from_hf: Callable[..., TransformerConfig]  # (config.json, source, ...) -> core config
+    config_to_hf: Callable[..., dict]  # (core config, original config.json, ...) -> config.json entries
+    heads: tuple[type[HFModel], ...]  # one class per architecture, named by its `architecture`
+    load: Loader
+    exports: dict[type[nn.Module], str] = field(default_factory=dict)  # core network type -> architecture
 
-
-CONVERTERS: dict[str, Converter] = {}
-
-
-def register(*converters: Converter) -> None:
-    """Make architectures loadable and savable."""
-    for converter in converters:
-        CONVERTERS[converter.architecture] = converter
+    def head(self, architecture: str) -> type[HFModel]:
+        """The class of one of this family's architectures."""
+        return next(c for c in self.heads if c.architecture == architecture)
 
 
-def _converter(architecture: str, source: str) -> Converter:
-    """The converter of an architecture, or an error listing the supported ones."""
-    if architecture not in CONVERTERS:
-        raise InteropError(
-            f"{source}: unsupported architecture {architecture!r}; supported: {sorted(CONVERTERS)}"
-        )
-    return CONVERTERS[architecture]
+FAMILIES: dict[str, FamilySpec] = {}
+
+
+def register(spec: FamilySpec) -> None:
+    """Make a family's architectures loadable and savable, and its core network types exportable."""
+    FAMILIES[spec.name] = spec
+
+
+def architectures() -> dict[str, FamilySpec]:
+    """Every supported architecture and the family it belongs to."""
+    return {c.architecture: spec for spec in FAMILIES.values() for c in spec.heads}
+
+
+def family_of(architecture: str, source: str) -> FamilySpec:
+    """The family of an architecture, or an error listing the supported ones."""
+    known = architectures()
+    if architecture not in known:
+        raise InteropError(f"{source}: unsupported architecture {architecture!r}; supported: {sorted(known)}")
+    return known[architecture]
+
+
+def export_class(net: nn.Module) -> type[HFModel]:
+    """The HFModel class a core network is written as, or an error listing the exportable network types."""
+    for spec in FAMILIES.values():
+        if type(net) in spec.exports:
+            return spec.head(spec.exports[type(net)])
+    known = ", ".join(t.__name__ for spec in FAMILIES.values() for t in spec.exports)
+    raise InteropError(f"no Hugging Face export for a {type(net).__name__} network (exportable: {known})")
 
 
 def load_hf(path: str | Path) -> HFModel:
@@ -55,14 +92,31 @@ def load_hf(path: str | Path) -> HFModel:
     names = config.get("architectures") or []
     if not names:
         raise InteropError(f"{path}/config.json names no `architectures`; cannot tell which class to build")
-    model = _converter(names[0], str(path)).load(config, read_weights(path), str(path))
+    spec = family_of(names[0], str(path))
+    model = spec.load(spec.head(names[0]), config, read_weights(path), str(path))
     model.tokenizer_dir = Path(path)
     return model.eval()
 
 
 def save_hf(model: HFModel, path: str | Path) -> Path:
     """Write a directory that `transformers` loads with the matching AutoModel class (tokenizer files copied)."""
-    config, weights = _converter(model.architecture, type(model).__name__).save(model)
-    return write_model_dir(
-        path, {**config, "architectures": [model.architecture]}, weights, model.tokenizer_dir
+    spec = family_of(model.architecture, type(model).__name__)
+    if not isinstance(model, spec.heads):
+        raise InteropError(f"{type(model).__name__} is not a {spec.name} model")
+    config = {**model.export_config(), "architectures": [model.architecture]}
+    return write_model_dir(path, config, model.export_weights(), model.tokenizer_dir)
+
+
+def hf_starting_point(path: Path) -> StartingPoint:
+    """(config, weights) of the core network inside a Hugging Face model directory."""
+    core = load_hf(path).core
+    return core.cfg, core.state_dict()
+
+
+register_starting_point(
+    StartingPointSource(
+        name="a Hugging Face model directory (config.json and weights)",
+        accepts=lambda path: (path / "config.json").is_file(),
+        load=hf_starting_point,
     )
+)

@@ -8,25 +8,15 @@ gated-GELU feed-forward (wi_0 is the gate, wi_1 the value) and an untied, unscal
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from torch import Tensor
 
 from tetraformer.core import Seq2SeqLM, TransformerConfig
 from tetraformer.interop.errors import InteropError
-from tetraformer.interop.mapping import (
-    Rule,
-    export_state,
-    import_state,
-    kept_config,
-    report_unused,
-    require,
-    resolve_tie,
-)
+from tetraformer.interop.mapping import Rule, export_state, import_model, kept_config, require, resolve_tie
 from tetraformer.interop.outputs import ModelOutput
-from tetraformer.interop.registry import Converter, HFModel, register
-from tetraformer.interop.weights import WeightReader
+from tetraformer.interop.registry import FamilySpec, HFModel, register
 
 # feed_forward_proj -> the core activation computing the same function, and back
 FFN_FROM_HF = {
@@ -46,6 +36,9 @@ T5_SHAPE = dict(
     norm="rmsnorm", norm_position="pre", position="relative", bias=False, use_qkv_bias=False,
     scale_attention=False, scale_embeddings=False, embedding_norm=False, type_vocab_size=0,
 )  # fmt: skip
+# copies transformers itself ignores: per-stack embeddings, a tied head, the decoder's unused cross bias
+REDUNDANT = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight",
+             "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight")  # fmt: skip
 
 
 class T5Base(HFModel):
@@ -72,6 +65,22 @@ class T5Base(HFModel):
         """What this class returns for (B, T, D) decoder states."""
         raise NotImplementedError
 
+    def untied_head(self) -> bool:
+        """Whether the LM head has its own matrix (`lm_head.weight`), as v1.1 checkpoints do."""
+        return False
+
+    def rules(self, prefix: str) -> list[Rule]:
+        """Every tensor of this model and its T5 name(s); the head has a rule only when untied."""
+        return rules(self.core.cfg, prefix, head="lm_head.weight" if self.untied_head() else None)
+
+    def export_config(self) -> dict:
+        """config.json for this model."""
+        return config_to_hf(self.core.cfg, self.hf_config, tied=not self.untied_head())
+
+    def export_weights(self) -> dict[str, Tensor]:
+        """T5-named tensors for this model."""
+        return export_state(self, self.rules(""))
+
 
 class HFT5Model(T5Base):
     """Encoder-decoder without a head: `last_hidden_state` is the decoder's."""
@@ -92,9 +101,13 @@ class HFT5ForConditionalGeneration(T5Base):
         """ModelOutput(logits=(B, T, V))."""
         return ModelOutput(logits=self.core.lm_head(h))
 
+    def untied_head(self) -> bool:
+        """Untied when the core's head does not share the embedding."""
+        return not self.core.cfg.tie_embeddings
+
 
 # --- import ----------------------------------------------------------------------------------------
-def core_config(hf: dict, source: str, tied: bool, rescale: bool) -> TransformerConfig:
+def config_from_hf(hf: dict, source: str, tied: bool, rescale: bool) -> TransformerConfig:
     """The core config of a T5 config.json (absent entries take T5Config's defaults)."""
     proj = hf.get("feed_forward_proj", "relu")
     if proj not in FFN_FROM_HF:
@@ -123,48 +136,37 @@ def scales_decoder_output(hf: dict) -> bool:
     return hf.get("tie_word_embeddings", True) is not False
 
 
-def load_t5(hf: dict, weights: dict[str, Tensor], source: str, cls: type[T5Base]) -> T5Base:
+def load(cls: type[T5Base], hf: dict, weights: dict[str, Tensor], source: str) -> T5Base:
     """A T5 checkpoint as `cls`; an untied head that is also rescaled gets the scale folded into it."""
     weights = dict(weights)
     tied = cls is HFT5Model or resolve_tie(weights, "lm_head.weight", "shared.weight", True)
     rescale = scales_decoder_output(hf)
     if not tied and rescale:  # the core rescales tied heads only: d**-0.5 * W h = (d**-0.5 W) h
         weights["lm_head.weight"] = weights["lm_head.weight"] * hf.get("d_model", 512) ** -0.5
-    cfg = core_config(hf, source, tied, rescale and tied)
-    model = cls(Seq2SeqLM(cfg), hf)
-    reader = WeightReader(weights, source)
-    import_state(model, rules(cfg, head=None if tied else "lm_head.weight"), reader)
-    _skip_redundant(reader)
-    report_unused(reader, cls.architecture)
+    model = cls(Seq2SeqLM(config_from_hf(hf, source, tied, rescale and tied)), hf)
+    import_model(model, model.rules(""), weights, source, ignored=REDUNDANT)
     return model
 
 
-def _skip_redundant(reader: WeightReader) -> None:
-    """Mark copies transformers itself ignores as used: per-stack embeddings, the decoder's unused bias."""
-    redundant = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight",
-                 "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight")  # fmt: skip
-    reader.used.update(k for k in redundant if reader.has(k))
-
-
-def rules(cfg: TransformerConfig, head: str | None) -> list[Rule]:
-    """Every core tensor and its T5 name(s); the head has a rule only when untied."""
-    out = [Rule("core.embed.tokens.weight", ("shared.weight",))]
+def rules(cfg: TransformerConfig, prefix: str, head: str | None) -> list[Rule]:
+    """Every core tensor and its T5 name(s) (under `prefix`); the head has a rule only when untied."""
+    out = [Rule("core.embed.tokens.weight", (f"{prefix}shared.weight",))]
     if head is not None:
         out.append(Rule("core.lm_head.proj.weight", (head,)))
     for side, n_layers in (("encoder", cfg.n_layers), ("decoder", cfg.n_decoder_layers or cfg.n_layers)):
-        out += _stack_rules(side, n_layers, cross=side == "decoder", gated=cfg.gated)
+        out += _stack_rules(side, prefix + side, n_layers, cross=side == "decoder", gated=cfg.gated)
     return out
 
 
-def _stack_rules(side: str, n_layers: int, cross: bool, gated: bool) -> list[Rule]:
-    """One stack: its blocks, final norm, and the relative bias that HF keeps in block 0."""
-    bias = f"{side}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+def _stack_rules(side: str, theirs: str, n_layers: int, cross: bool, gated: bool) -> list[Rule]:
+    """One stack (ours `core.{side}`, HF's `theirs`): its blocks, final norm, and the relative bias in block 0."""
+    bias = f"{theirs}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
     out = [
         Rule(f"core.{side}.position_bias.bias.weight", (bias,)),
-        Rule(f"core.{side}.final_norm.weight", (f"{side}.final_layer_norm.weight",)),
+        Rule(f"core.{side}.final_norm.weight", (f"{theirs}.final_layer_norm.weight",)),
     ]
     for i in range(n_layers):
-        out += _block_rules(f"core.{side}.layers.{i}", f"{side}.block.{i}.layer", cross, gated)
+        out += _block_rules(f"core.{side}.layers.{i}", f"{theirs}.block.{i}.layer", cross, gated)
     return out
 
 
@@ -192,22 +194,14 @@ def _block_rules(ours: str, theirs: str, cross: bool, gated: bool) -> list[Rule]
 
 
 # --- export ----------------------------------------------------------------------------------------
-def save_t5(model: T5Base) -> tuple[dict, dict[str, Tensor]]:
-    """(config.json, tensors) that transformers loads as the model's class with the same outputs."""
-    cfg = model.core.cfg
+def config_to_hf(cfg: TransformerConfig, original: dict, tied: bool) -> dict[str, Any]:
+    """config.json for a core config (tied: the head shares the embedding), over the original's entries."""
     require(cfg, "T5", T5_SHAPE)
     if cfg.activation not in FFN_TO_HF:
         raise InteropError(f"T5 has no {cfg.activation!r} feed-forward; exportable: {sorted(FFN_TO_HF)}")
-    untied = isinstance(model, HFT5ForConditionalGeneration) and not cfg.tie_embeddings
-    weights = export_state(model, rules(cfg, head="lm_head.weight" if untied else None))
-    return {**kept_config(model.hf_config), **hf_config(cfg, model.hf_config, tied=not untied)}, weights
-
-
-def hf_config(cfg: TransformerConfig, original: dict, tied: bool) -> dict[str, Any]:
-    """The T5 config.json entries that follow from the core config."""
     proj = FFN_TO_HF[cfg.activation]
     act = proj.split("-")[-1]
-    return dict(
+    return kept_config(original) | dict(
         model_type="t5", is_encoder_decoder=True, vocab_size=cfg.vocab_size, d_model=cfg.d_model,
         d_kv=cfg.head_dim, d_ff=cfg.d_ff, num_layers=cfg.n_layers, num_heads=cfg.n_heads,
         num_decoder_layers=cfg.n_decoder_layers or cfg.n_layers, layer_norm_epsilon=cfg.norm_eps,
@@ -221,7 +215,8 @@ def hf_config(cfg: TransformerConfig, original: dict, tied: bool) -> dict[str, A
     )  # fmt: skip
 
 
-register(
-    Converter("T5Model", partial(load_t5, cls=HFT5Model), save_t5),
-    Converter("T5ForConditionalGeneration", partial(load_t5, cls=HFT5ForConditionalGeneration), save_t5),
-)
+SPEC = FamilySpec(
+    name="T5", config_from_hf=config_from_hf, config_to_hf=config_to_hf,
+    heads=(HFT5Model, HFT5ForConditionalGeneration), load=load, exports={Seq2SeqLM: "T5ForConditionalGeneration"},
+)  # fmt: skip
+register(SPEC)

@@ -1,4 +1,4 @@
-"""ViT <-> ImageEncoder: HFViTModel (optional tanh pooler on [CLS]) and HFViTForImageClassification.
+"""ViT checkpoints in and out: ViTModel (optional tanh pooler on [CLS]) and ViTForImageClassification.
 
 ViT = conv patch embedding, a [CLS] token, learned positions over [CLS] + patches, LayerNorm pre-norm
 blocks (layernorm_before / layernorm_after) and a final LayerNorm; the classifier reads the final [CLS].
@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from torch import Tensor, nn
+from torch import Tensor
 
 from tetraformer.core import ImageEncoder, SequenceClassifier, TransformerConfig
 from tetraformer.interop.errors import InteropError
+from tetraformer.interop.heads import has_pooler, labels, num_labels, pooler_rules, tanh_pooler
 from tetraformer.interop.mapping import (
     Rule,
     activation_from_hf,
@@ -20,15 +21,13 @@ from tetraformer.interop.mapping import (
     base_prefix,
     check_supported,
     export_state,
-    import_state,
+    import_model,
     kept_config,
-    report_unused,
     require,
     weight_and_bias,
 )
 from tetraformer.interop.outputs import ModelOutput
-from tetraformer.interop.registry import Converter, HFModel, register
-from tetraformer.interop.weights import WeightReader
+from tetraformer.interop.registry import FamilySpec, HFModel, register
 
 POSITIONS = "embeddings.position_embeddings"  # HF stores it as (1, 1 + N, D), ours is (1 + N, D)
 # what a core config must hold to be written as ViT
@@ -48,22 +47,53 @@ def check_image_size(cfg: TransformerConfig, pixel_values: Tensor, interpolate: 
         )
 
 
-class HFViTModel(HFModel):
+class ViTBase(HFModel):
+    """A ViT backbone behind HF's `pixel_values`; subclasses choose the core, its key and the head."""
+
+    base_prefix = "vit."  # where head models keep the backbone in a checkpoint
+    backbone_key = "core.backbone."  # where this class keeps the ImageEncoder in its state dict
+
+    def backbone(self) -> ImageEncoder:
+        """The ImageEncoder inside the core."""
+        return self.core.backbone
+
+    def rules(self, prefix: str) -> list[Rule]:
+        """Every tensor of this model and its HF name(s), the backbone under `prefix`."""
+        return backbone_rules(self.backbone().cfg, self.backbone_key, prefix) + self.head_rules(prefix)
+
+    def head_rules(self, prefix: str) -> list[Rule]:
+        """Rules for the tensors beside the backbone."""
+        return []
+
+    def export_config(self) -> dict:
+        """config.json for this model."""
+        return config_to_hf(self.backbone().cfg, self.hf_config)
+
+    def export_weights(self) -> dict[str, Tensor]:
+        """HF tensors of the backbone and head, position embeddings back in HF's (1, 1 + N, D) layout."""
+        require(self.backbone().cfg, "ViT", VIT_SHAPE)
+        weights = export_state(self, self.rules(self.base_prefix))
+        key = self.base_prefix + POSITIONS
+        weights[key] = weights[key][None]
+        return weights
+
+
+class HFViTModel(ViTBase):
     """ViT backbone: `last_hidden_state` after the final norm, `pooler_output` = tanh(dense([CLS]))."""
 
     architecture = "ViTModel"
+    base_prefix, backbone_key = "", "core."
     core: ImageEncoder
 
     def __init__(
-        self,
-        core: ImageEncoder,
-        hf_config: dict,
-        tokenizer_dir: Path | None = None,
-        add_pooling_layer: bool = True,
+        self, core: ImageEncoder, hf_config: dict, tokenizer_dir: Path | None = None, pooler: bool = True
     ) -> None:
         super().__init__(core, hf_config, tokenizer_dir)
-        d = core.cfg.d_model
-        self.pooler = nn.Sequential(nn.Linear(d, d), nn.Tanh()) if add_pooling_layer else None
+        self.pooler = tanh_pooler(core.cfg.d_model) if pooler else None
+
+    def backbone(self) -> ImageEncoder:
+        """The core itself."""
+        return self.core
 
     def forward(self, pixel_values: Tensor, interpolate_pos_encoding: bool = False) -> ModelOutput:
         """(B, C, H, W) -> ModelOutput(last_hidden_state=(B, 1 + N, D), pooler_output=(B, D) or None)."""
@@ -72,8 +102,23 @@ class HFViTModel(HFModel):
         pooled = self.pooler(h[:, 0]) if self.pooler is not None else None
         return ModelOutput(last_hidden_state=h, pooler_output=pooled)
 
+    def head_rules(self, prefix: str) -> list[Rule]:
+        """The pooler, when the checkpoint has one (ViTModel(add_pooling_layer=False) has none)."""
+        return pooler_rules("pooler", prefix) if self.pooler is not None else []
 
-class HFViTForImageClassification(HFModel):
+    def export_config(self) -> dict:
+        """config.json, saying the pooler is tanh over d_model (transformers adds a fresh one when we have none)."""
+        return super().export_config() | dict(pooler_act="tanh", pooler_output_size=self.core.cfg.d_model)
+
+    @classmethod
+    def from_checkpoint(
+        cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str
+    ) -> ViTBase:
+        """An empty model, with a pooler only when the checkpoint has its weights."""
+        return cls(ImageEncoder(cfg), hf, pooler=has_pooler(weights, prefix))
+
+
+class HFViTForImageClassification(ViTBase):
     """ViT with a linear classifier on the final-normed [CLS] state."""
 
     architecture = "ViTForImageClassification"
@@ -84,9 +129,24 @@ class HFViTForImageClassification(HFModel):
         check_image_size(self.core.backbone.cfg, pixel_values, interpolate_pos_encoding)
         return ModelOutput(logits=self.core(pixel_values.to(self.core.head.classifier.weight.dtype)))
 
+    def head_rules(self, prefix: str) -> list[Rule]:
+        """The classifier on [CLS]."""
+        return weight_and_bias("core.head.classifier", "classifier")
+
+    def export_config(self) -> dict:
+        """config.json with the label vocabulary."""
+        return super().export_config() | labels(self.hf_config, self.core.head.classifier.out_features)
+
+    @classmethod
+    def from_checkpoint(
+        cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str
+    ) -> ViTBase:
+        """An empty classifier with the checkpoint's number of labels."""
+        return cls(SequenceClassifier(ImageEncoder(cfg), num_labels(hf), pooling="cls"), hf)
+
 
 # --- import ----------------------------------------------------------------------------------------
-def core_config(hf: dict, source: str) -> TransformerConfig:
+def config_from_hf(hf: dict, source: str) -> TransformerConfig:
     """The core config of a ViT config.json (absent entries take ViTConfig's defaults)."""
     return TransformerConfig(
         d_model=hf.get("hidden_size", 768), n_heads=hf.get("num_attention_heads", 12),
@@ -111,41 +171,19 @@ def _square(value: Any, field: str, source: str) -> int:
     return int(value)
 
 
-def load_vit_model(hf: dict, weights: dict[str, Tensor], source: str) -> HFViTModel:
-    """A ViTModel checkpoint (or a head model's `vit.` backbone); the pooler only when the file has one."""
-    prefix = base_prefix(weights, "vit.")
-    pooled = f"{prefix}pooler.dense.weight" in weights
-    if pooled:
-        check_supported(
-            hf, source, {"pooler_act": ("tanh",), "pooler_output_size": (hf.get("hidden_size", 768), None)}
-        )
-    cfg = core_config(hf, source)
-    model = HFViTModel(ImageEncoder(cfg), hf, add_pooling_layer=pooled)
-    extra = weight_and_bias("pooler.0", f"{prefix}pooler.dense") if pooled else []
-    _import(model, backbone_rules(cfg, "core.", prefix) + extra, weights, source, prefix)
-    return model
-
-
-def load_vit_classifier(hf: dict, weights: dict[str, Tensor], source: str) -> HFViTForImageClassification:
-    """A ViTForImageClassification checkpoint: backbone under `vit.`, `classifier` on top."""
-    labels = hf.get("id2label")
-    n_labels = len(labels) if labels else hf.get("num_labels", 2)
-    cfg = core_config(hf, source)
-    model = HFViTForImageClassification(SequenceClassifier(ImageEncoder(cfg), n_labels, pooling="cls"), hf)
-    head = weight_and_bias("core.head.classifier", "classifier")
-    _import(model, backbone_rules(cfg, "core.backbone.", "vit.") + head, weights, source, "vit.")
-    return model
-
-
-def _import(model: HFModel, rules: list[Rule], weights: dict[str, Tensor], source: str, theirs: str) -> None:
-    """Fill the model by its rules, reading HF's (1, 1 + N, D) position table (under `theirs`) as ours."""
+def load(cls: type[ViTBase], hf: dict, weights: dict[str, Tensor], source: str) -> ViTBase:
+    """Build `cls` from a ViT config.json and state dict, reading HF's (1, 1 + N, D) position table as ours."""
     weights = dict(weights)
-    key = theirs + POSITIONS
+    prefix = base_prefix(weights, "vit.")
+    key = prefix + POSITIONS
     if key in weights and weights[key].ndim == 3 and weights[key].shape[0] == 1:
         weights[key] = weights[key][0]  # (1, 1 + N, D) -> (1 + N, D)
-    reader = WeightReader(weights, source)
-    import_state(model, rules, reader)
-    report_unused(reader, model.architecture)
+    if has_pooler(weights, prefix):
+        pooler_size = (hf.get("hidden_size", 768), None)
+        check_supported(hf, source, {"pooler_act": ("tanh",), "pooler_output_size": pooler_size})
+    model = cls.from_checkpoint(config_from_hf(hf, source), hf, weights, prefix)
+    import_model(model, model.rules(prefix), weights, source)
+    return model
 
 
 def backbone_rules(cfg: TransformerConfig, ours: str, theirs: str) -> list[Rule]:
@@ -178,35 +216,7 @@ def _layer_rules(cfg: TransformerConfig, ours: str, theirs: str) -> list[Rule]:
 
 
 # --- export ----------------------------------------------------------------------------------------
-def save_vit_model(model: HFViTModel) -> tuple[dict, dict[str, Tensor]]:
-    """(config.json, tensors) for transformers' ViTModel (which adds a fresh pooler when we have none)."""
-    extra = weight_and_bias("pooler.0", "pooler.dense") if model.pooler is not None else []
-    weights = _export(model, model.core.cfg, "core.", "", extra)
-    d = model.core.cfg.d_model
-    config = hf_config(model.core.cfg, model.hf_config) | dict(pooler_act="tanh", pooler_output_size=d)
-    return config, weights
-
-
-def save_vit_classifier(model: HFViTForImageClassification) -> tuple[dict, dict[str, Tensor]]:
-    """(config.json, tensors) for transformers' ViTForImageClassification, labels included."""
-    cfg = model.core.backbone.cfg
-    head = weight_and_bias("core.head.classifier", "classifier")
-    weights = _export(model, cfg, "core.backbone.", "vit.", head)
-    n_labels = model.core.head.classifier.out_features
-    return hf_config(cfg, model.hf_config) | labels(n_labels, model.hf_config), weights
-
-
-def _export(
-    model: HFModel, cfg: TransformerConfig, ours: str, theirs: str, extra: list[Rule]
-) -> dict[str, Tensor]:
-    """HF tensors of the backbone and head, position embeddings back in HF's (1, 1 + N, D) layout."""
-    require(cfg, "ViT", VIT_SHAPE)
-    weights = export_state(model, backbone_rules(cfg, ours, theirs) + extra)
-    weights[theirs + POSITIONS] = weights[theirs + POSITIONS][None]
-    return weights
-
-
-def hf_config(cfg: TransformerConfig, original: dict) -> dict[str, Any]:
+def config_to_hf(cfg: TransformerConfig, original: dict) -> dict[str, Any]:
     """The ViT config.json entries that follow from the core config (others kept from the original)."""
     kept = {k: v for k, v in kept_config(original).items() if k != "head_dim"}
     return kept | dict(
@@ -219,16 +229,8 @@ def hf_config(cfg: TransformerConfig, original: dict) -> dict[str, Any]:
     ) | ({"head_dim": cfg.d_head} if cfg.d_head else {})  # fmt: skip
 
 
-def labels(n_labels: int, original: dict) -> dict[str, Any]:
-    """id2label / label2id: the original names when their count still fits, else LABEL_i."""
-    id2label = original.get("id2label") or {}
-    if len(id2label) != n_labels:
-        id2label = {str(i): f"LABEL_{i}" for i in range(n_labels)}
-    id2label = {str(k): v for k, v in id2label.items()}
-    return dict(id2label=id2label, label2id={v: int(k) for k, v in id2label.items()})
-
-
-register(
-    Converter("ViTModel", load_vit_model, save_vit_model),
-    Converter("ViTForImageClassification", load_vit_classifier, save_vit_classifier),
-)
+SPEC = FamilySpec(
+    name="ViT", config_from_hf=config_from_hf, config_to_hf=config_to_hf,
+    heads=(HFViTModel, HFViTForImageClassification), load=load, exports={ImageEncoder: "ViTModel"},
+)  # fmt: skip
+register(SPEC)

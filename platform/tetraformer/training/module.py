@@ -10,14 +10,8 @@ from lightning.pytorch.loggers import WandbLogger
 from torch import Tensor, nn
 
 from tetraformer.core.config import TransformerConfig
-from tetraformer.training.checkpoint import (
-    PAYLOAD_KEY,
-    load_weights,
-    plain,
-    starting_point,
-    tokenizer_from_state,
-    tokenizer_state,
-)
+from tetraformer.payload import PAYLOAD_KEY, make_payload, plain, tokenizer_from_state
+from tetraformer.training.checkpoint import load_weights, starting_point
 from tetraformer.training.optim import OptimizerConfig, build_optimizer
 
 log = logging.getLogger(__name__)
@@ -37,6 +31,9 @@ class TaskModule(L.LightningModule):
     The network is built in `configure_model`, once the datamodule knows the vocabulary, or in
     `on_load_checkpoint` from the config stored in the checkpoint, so a checkpoint is all `predict` needs.
     """
+
+    # Hugging Face architectures this task serves: `convert from-hf` stores it as their checkpoints' task
+    hf_architectures: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -107,13 +104,10 @@ class TaskModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Store config, tokenizer and task settings; make hyper-parameters plain data."""
-        checkpoint[PAYLOAD_KEY] = {
-            "class_path": f"{type(self).__module__}.{type(self).__qualname__}",
-            "model_config": self.net.cfg.to_dict(),
-            "tokenizer": tokenizer_state(self.tokenizer),
-            "task": plain(self.task_state()),
-            "wandb_run_id": next((lg.version for lg in self.loggers if isinstance(lg, WandbLogger)), None),
-        }
+        checkpoint[PAYLOAD_KEY] = make_payload(
+            f"{type(self).__module__}.{type(self).__qualname__}", self.net.cfg, self.tokenizer, self.task_state(),
+            wandb_run_id=next((lg.version for lg in self.loggers if isinstance(lg, WandbLogger)), None),
+        )  # fmt: skip
         if "hyper_parameters" in checkpoint:
             checkpoint["hyper_parameters"] = plain(dict(checkpoint["hyper_parameters"]))
 

@@ -12,7 +12,9 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from tasks.language_modeling.data import LanguageModelingData
 from tests.tasks.language_modeling.test_cli import validation_loss
 from tetraformer.cli import main
+from tetraformer.commands import convert_command
 from tetraformer.data import train_tokenizer
+from tetraformer.interop import InteropError
 from tetraformer.training.checkpoint import load_task_module
 
 
@@ -88,5 +90,5 @@ def test_convert_refuses_what_gpt2_cannot_express(
 ) -> None:
     """A rotary-position GPT has no GPT-2 form: to-hf says so instead of writing a wrong model."""
     run = run_cli("fit", "--trainer.fast_dev_run", "1", train_path=str(text_file), documents="line")
-    with pytest.raises(SystemExit, match="position"):
-        main(["convert", "to-hf", str(run / "checkpoints" / "last.ckpt"), str(tmp_path / "x")])
+    with pytest.raises(InteropError, match="position"):
+        convert_command(["to-hf", str(run / "checkpoints" / "last.ckpt"), str(tmp_path / "x")])

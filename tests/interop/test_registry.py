@@ -1,0 +1,98 @@
+"""One registry: one spec per family, and every architecture reachable through load_hf, save_hf and convert."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import transformers
+from torch import nn
+
+from tests.interop.text_checkpoints import state_dicts_equal
+from tetraformer.interop import FAMILIES, HFModel, InteropError, architectures, export_class, load_hf, save_hf
+from tetraformer.interop.convert import export_network
+
+TINY_HF_CONFIGS = {
+    "BERT": lambda: transformers.BertConfig(
+        vocab_size=60, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        max_position_embeddings=32,
+    ),
+    "GPT-2": lambda: transformers.GPT2Config(vocab_size=60, n_positions=32, n_embd=16, n_layer=1, n_head=2),
+    "T5": lambda: transformers.T5Config(vocab_size=60, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2),
+    "ViT": lambda: transformers.ViTConfig(
+        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, image_size=16,
+        patch_size=8,
+    ),
+}  # fmt: skip
+ARCHITECTURES = sorted(architectures())
+EXPORTS = sorted((arch, t.__name__) for spec in FAMILIES.values() for t, arch in spec.exports.items())
+
+
+def saved_hf_model(architecture: str, path: Path) -> Path:
+    """A tiny random transformers model of `architecture`, saved to `path`."""
+    config = TINY_HF_CONFIGS[architectures()[architecture].name]()
+    getattr(transformers, architecture)(config).save_pretrained(path)
+    return path
+
+
+def test_one_spec_per_family() -> None:
+    """Four families, each architecture in exactly one of them, each a transformers class; each exports one type."""
+    assert sorted(FAMILIES) == ["BERT", "GPT-2", "T5", "ViT"]
+    heads = [c.architecture for spec in FAMILIES.values() for c in spec.heads]
+    assert len(heads) == len(set(heads)) == len(ARCHITECTURES) >= 10
+    assert all(hasattr(transformers, name) for name in heads)
+    for spec in FAMILIES.values():
+        assert callable(spec.config_from_hf) and callable(spec.config_to_hf)
+        assert len(spec.exports) == 1 and set(spec.exports.values()) <= {c.architecture for c in spec.heads}
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_every_architecture_loads_and_saves(architecture: str, tmp_path: Path) -> None:
+    """load_hf builds the family's class for it; save_hf writes what transformers loads cleanly as the same class."""
+    ours = load_hf(saved_hf_model(architecture, tmp_path / "src"))
+    spec = architectures()[architecture]
+    assert type(ours) is spec.head(architecture) and ours.architecture == architecture
+    out = save_hf(ours, tmp_path / "out")
+    assert json.loads((out / "config.json").read_text())["architectures"] == [architecture]
+    _, info = getattr(transformers, architecture).from_pretrained(out, output_loading_info=True)
+    assert not any(info.values()), info
+    assert state_dicts_equal(load_hf(out), ours)
+
+
+@pytest.mark.parametrize(("architecture", "network"), EXPORTS)
+def test_every_exportable_network_converts(architecture: str, network: str, tmp_path: Path) -> None:
+    """A family's core network exports as its architecture, and the export imports back to the same core."""
+    core = load_hf(saved_hf_model(architecture, tmp_path / "src")).core
+    assert type(core).__name__ == network
+    out = export_network(core, None, tmp_path / "out")
+    assert json.loads((out / "config.json").read_text())["architectures"] == [architecture]
+    again = load_hf(out).core
+    assert state_dicts_equal(again, core)
+    getattr(transformers, architecture).from_pretrained(out)
+
+
+def test_unknown_network_and_foreign_class_are_refused(tmp_path: Path) -> None:
+    """A network no family exports, and a class posing as another family's architecture, are named errors."""
+    with pytest.raises(
+        InteropError, match=r"no Hugging Face export for a Linear network \(exportable: .*CausalLM"
+    ):
+        export_class(nn.Linear(2, 2))
+
+    class Impostor(HFModel):
+        architecture = "BertModel"
+
+    with pytest.raises(InteropError, match="Impostor is not a BERT model"):
+        save_hf(Impostor(nn.Linear(2, 2), {}), tmp_path / "x")
+
+
+def test_unknown_architecture_lists_the_supported(tmp_path: Path) -> None:
+    """config.json naming an architecture no spec has is an error listing every supported one."""
+    path = saved_hf_model("GPT2Model", tmp_path / "m")
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(
+        json.dumps({**config, "architectures": ["GPT2ForSequenceClassification"]})
+    )
+    with pytest.raises(InteropError, match="unsupported architecture 'GPT2ForSequenceClassification'") as err:
+        load_hf(path)
+    assert all(name in str(err.value) for name in ARCHITECTURES)

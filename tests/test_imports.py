@@ -1,0 +1,142 @@
+"""Arrows one way: every import under platform/tetraformer/ (top level or inside a function) follows DESIGN.md."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SOURCE_ROOT = Path(__file__).resolve().parents[1] / "platform"
+STDLIB = frozenset(sys.stdlib_module_names)
+
+
+# area -> (modules it may import besides the stdlib, or None for "anything but `forbidden`"; forbidden prefixes)
+RULES: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...]]] = {
+    "tetraformer.core": (("torch", "tetraformer.core", "tetraformer.errors"), ()),
+    "tetraformer.payload": (
+        ("torch", "tokenizers", "transformers", "tetraformer.core", "tetraformer.errors"),
+        (),
+    ),
+    "tetraformer.data": (None, ("tetraformer.core", "tetraformer.training", "tetraformer.interop", "tasks")),
+    "tetraformer.training": (None, ("tetraformer.interop", "tasks")),
+    "tetraformer": (None, ("tasks",)),  # nothing under platform/ imports a task
+}
+
+
+def module_name(path: Path, root: Path) -> str:
+    """Dotted name of a source file under a source root (a package's __init__ is the package)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_names(tree: ast.AST, module: str, is_package: bool) -> Iterator[tuple[int, str]]:
+    """(line, dotted name) of every import anywhere in the tree; `from a import b` yields `a.b`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolve against the importing module's package
+                package = module if is_package else module.rpartition(".")[0]
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            for alias in node.names:
+                yield node.lineno, base if alias.name == "*" else f"{base}.{alias.name}"
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def rule_for(module: str) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    """The rule of the most specific area a module belongs to."""
+    area = max((a for a in RULES if _within(module, a)), key=len)
+    return RULES[area]
+
+
+def breaks_rule(module: str, name: str) -> bool:
+    """Whether `module` importing `name` points against the design."""
+    allowed, forbidden = rule_for(module)
+    if any(_within(name, f) for f in forbidden):
+        return True
+    if allowed is None:
+        return False
+    return name.split(".")[0] not in STDLIB and not any(_within(name, a) for a in allowed)
+
+
+def violations(root: Path) -> tuple[list[str], int]:
+    """('file:line: module imports name' for each arrow against the design, number of imports checked)."""
+    found, checked = [], 0
+    for path in sorted((root / "tetraformer").rglob("*.py")):
+        module = module_name(path, root)
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for line, name in imported_names(tree, module, path.name == "__init__.py"):
+            checked += 1
+            if breaks_rule(module, name):
+                found.append(f"{path.relative_to(root)}:{line}: {module} imports {name}")
+    return found, checked
+
+
+def test_platform_imports_point_one_way() -> None:
+    """No module under platform/tetraformer imports against the design (and the walk saw the real tree)."""
+    found, checked = violations(SOURCE_ROOT)
+    assert checked > 200, f"only {checked} imports found under {SOURCE_ROOT}: the walk missed the tree"
+    assert not found, "imports against DESIGN.md's direction:\n" + "\n".join(found)
+
+
+def write(root: Path, relative: str, text: str) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+CLEAN = {
+    "tetraformer/__init__.py": "",
+    "tetraformer/core/__init__.py": "import math\nimport torch\nfrom tetraformer.errors import TetraformerError\n",
+    "tetraformer/data/files.py": "from pathlib import Path\nimport datasets\nfrom tetraformer.errors import X\n",
+    "tetraformer/training/module.py": "import lightning\nfrom tetraformer.core import CausalLM\nfrom . import optim\n",
+    "tetraformer/interop/convert.py": "from tetraformer.training.checkpoint import load_weights\n",
+}
+
+
+def test_walker_passes_a_tree_that_follows_the_design(tmp_path: Path) -> None:
+    """A synthetic tree with only allowed arrows has no violations (and its imports are counted)."""
+    for relative, text in CLEAN.items():
+        write(tmp_path, relative, text)
+    assert violations(tmp_path) == ([], 10)
+
+
+@pytest.mark.parametrize(
+    ("relative", "text", "expected"),
+    [
+        ("tetraformer/training/checkpoint.py", "def f():\n    from tetraformer.interop import load_hf\n",
+         "tetraformer/training/checkpoint.py:2: tetraformer.training.checkpoint imports tetraformer.interop.load_hf"),
+        ("tetraformer/training/module.py", "def f():\n    if True:\n        import tetraformer.interop\n",
+         "tetraformer/training/module.py:3: tetraformer.training.module imports tetraformer.interop"),
+        ("tetraformer/training/module.py", "from tetraformer import interop\n",
+         "tetraformer/training/module.py:1: tetraformer.training.module imports tetraformer.interop"),
+        ("tetraformer/training/module.py", "from ..interop import registry\n",
+         "tetraformer/training/module.py:1: tetraformer.training.module imports tetraformer.interop.registry"),
+        ("tetraformer/core/layers.py", "class A:\n    def f(self):\n        import numpy\n",
+         "tetraformer/core/layers.py:3: tetraformer.core.layers imports numpy"),
+        ("tetraformer/core/__init__.py", "from tetraformer.data import DataError\n",
+         "tetraformer/core/__init__.py:1: tetraformer.core imports tetraformer.data.DataError"),
+        ("tetraformer/data/text.py", "from tetraformer.core.config import TransformerConfig\n",
+         "tetraformer/data/text.py:1: tetraformer.data.text imports tetraformer.core.config.TransformerConfig"),
+        ("tetraformer/cli.py", "def main():\n    from tasks.language_modeling.module import LanguageModeling\n",
+         "tetraformer/cli.py:2: tetraformer.cli imports tasks.language_modeling.module.LanguageModeling"),
+        ("tetraformer/payload.py", "import lightning\n", "tetraformer/payload.py:1: tetraformer.payload imports lightning"),
+    ],
+)  # fmt: skip
+def test_walker_names_each_arrow_against_the_design(
+    tmp_path: Path, relative: str, text: str, expected: str
+) -> None:
+    """One violation (at top level, in a function, relative or `from package import module`) is named file:line."""
+    for clean, clean_text in CLEAN.items():
+        write(tmp_path, clean, clean_text)
+    write(tmp_path, relative, text)
+    found, _ = violations(tmp_path)
+    assert found == [expected]
