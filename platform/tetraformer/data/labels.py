@@ -34,7 +34,7 @@ class LabelVocabulary:
         multi_label: bool = False,
         locations: Iterable[tuple[str, int]] | None = None,
     ) -> LabelVocabulary:
-        """The sorted unique labels of a training split (each value a label, or a list of labels if multi-label).
+        """The sorted unique labels of a training split (each value a label, or a list if multi-label).
 
         `locations` gives each value's (file, line) for errors; without it, errors name the row number.
         """
@@ -55,7 +55,7 @@ class LabelVocabulary:
     def encode(
         self, value: Any, path: str | Path | None = None, line: int | None = None
     ) -> int | torch.Tensor:
-        """A label's id, or a (num_labels,) long multi-hot for a list of labels; unknown labels are a DataError."""
+        """A label's id, or a (num_labels,) long multi-hot for a list of labels; unknown labels: DataError."""
         labels = _as_labels(value, self.multi_label, path, line)
         unknown = [label for label in labels if label not in self.ids]
         if unknown:
