@@ -48,7 +48,10 @@ class TinyClassifier(TaskModule):
 
     def make_metrics(self) -> dict[str, Metric]:
         """Macro-F1 and accuracy over the classes."""
-        return {"f1": MulticlassF1Score(len(LABELS), average="macro"), "acc": MulticlassAccuracy(len(LABELS), average="micro")}
+        return {
+            "f1": MulticlassF1Score(len(LABELS), average="macro"),
+            "acc": MulticlassAccuracy(len(LABELS), average="micro"),
+        }
 
     def label_names(self) -> list[str] | None:
         """The three class names."""
