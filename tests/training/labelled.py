@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import lightning as L
 import torch
 from torch import Tensor, nn
@@ -10,6 +12,7 @@ from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from tetraformer.core.config import TransformerConfig
+from tetraformer.data import LabelVocabulary
 from tetraformer.training.module import TaskModule
 
 LABELS = ["cat", "dog", "emu"]
@@ -33,6 +36,10 @@ class LinearNet(nn.Module):
 class TinyClassifier(TaskModule):
     """A linear classifier over 4 features that returns class ids and targets from `compute`."""
 
+    def __init__(self, labels: list[str] | None = None) -> None:
+        super().__init__()
+        self.labels = LabelVocabulary(labels or LABELS)
+
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
         """A seeded linear layer: its predictions are fixed, right or wrong."""
         return LinearNet(cfg)
@@ -54,8 +61,16 @@ class TinyClassifier(TaskModule):
         }
 
     def label_names(self) -> list[str] | None:
-        """The three class names."""
-        return LABELS
+        """The class names of the label vocabulary."""
+        return self.labels.names
+
+    def task_state(self) -> dict[str, Any]:
+        """The label vocabulary travels in the checkpoint."""
+        return {"labels": self.labels.state()}
+
+    def load_task_state(self, state: dict[str, Any]) -> None:
+        """Restore the label vocabulary."""
+        self.labels = LabelVocabulary.from_state(state["labels"])
 
 
 def fixture() -> tuple[Tensor, Tensor]:
