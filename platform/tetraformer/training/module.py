@@ -42,6 +42,7 @@ class TaskModule(L.LightningModule):
     `on_load_checkpoint` from the config stored in the checkpoint, so a checkpoint is all `predict` needs.
     Metrics are torchmetrics objects from `make_metrics`, one copy per stage, fed with the `preds` and
     `targets` that `compute` returns: per step in training, over the whole epoch in validation and test.
+    Tasks that name their labels (`label_names`) get per-class reports in RUN_DIR/reports at each epoch end.
     """
 
     def __init__(
@@ -57,7 +58,7 @@ class TaskModule(L.LightningModule):
         self.init_from, self.label_smoothing = init_from, label_smoothing
         self.net: nn.Module | None = None
         self.tokenizer: Any = None
-        self.train_metrics: nn.ModuleDict | None = None  # built in configure_model, once labels are known
+        self.train_metrics: nn.ModuleDict | None = None  # built when a stage starts, once labels are known
         self.val_metrics: nn.ModuleDict | None = None
         self.test_metrics: nn.ModuleDict | None = None
         self.confusion: nn.ModuleDict | None = None  # per report stage, for tasks that name their labels
@@ -104,9 +105,7 @@ class TaskModule(L.LightningModule):
 
     # --- network lifecycle -------------------------------------------------------------------------
     def configure_model(self) -> None:
-        """Build the metrics, and the network for the data's tokenizer; load starting weights if asked."""
-        if self._trainer is not None and self.val_metrics is None:
-            self._build_metrics()
+        """Build the network from the datamodule's tokenizer, then load starting weights if asked."""
         if self.net is not None or self._trainer is None:
             return  # already built, or loading a checkpoint outside a Trainer: on_load_checkpoint builds it
         datamodule = self.trainer.datamodule
@@ -120,14 +119,6 @@ class TaskModule(L.LightningModule):
         self.net = self.make_network(cfg)
         load_weights(self.net, state, self.init_from)
         log.info("initialised %s from %s", type(self.net).__name__, self.init_from)
-
-    def _build_metrics(self) -> None:
-        """Per-stage copies of the task's metrics; confusion matrices for reports when labels are named."""
-        for stage, metrics in stage_copies(self.make_metrics()).items():
-            setattr(self, f"{stage}_metrics", metrics)
-        names = self.label_names()
-        if names:
-            self.confusion = nn.ModuleDict({stage: confusion_metric(len(names)) for stage in REPORT_STAGES})
 
     def _check_vocabulary(self, cfg: TransformerConfig) -> None:
         """The data's tokenizer must not produce ids the pretrained embedding lacks."""
@@ -188,6 +179,33 @@ class TaskModule(L.LightningModule):
         if preds is not None:
             self._update_metrics(stage, preds, targets, batch_size)
         return out["loss"]
+
+    def on_fit_start(self) -> None:
+        """Build the metrics (subclasses overriding this hook call super)."""
+        self._build_metrics()
+
+    def on_validation_start(self) -> None:
+        """Build the metrics when validating alone."""
+        self._build_metrics()
+
+    def on_test_start(self) -> None:
+        """Build the metrics when testing alone."""
+        self._build_metrics()
+
+    def _build_metrics(self) -> None:
+        """Once: per-stage copies of the task's metrics, and confusion matrices when labels are named.
+
+        Built when a stage starts, after any checkpoint restore, so the label vocabulary is known wherever it
+        comes from; they are moved to the module's device here (Lightning has placed the module already).
+        """
+        if self.val_metrics is not None:
+            return
+        for stage, metrics in stage_copies(self.make_metrics()).items():
+            setattr(self, f"{stage}_metrics", metrics.to(self.device))
+        names = self.label_names()
+        if names:
+            confusion = {stage: confusion_metric(len(names)) for stage in REPORT_STAGES}
+            self.confusion = nn.ModuleDict(confusion).to(self.device)
 
     def _update_metrics(self, stage: str, preds: Tensor, targets: Tensor, batch_size: int) -> None:
         """Feed the stage's metrics and log the objects: Lightning computes and resets them at epoch end."""
