@@ -81,9 +81,9 @@ def fixture() -> tuple[Tensor, Tensor]:
     return x, y
 
 
-def uneven_loader(x: Tensor, y: Tensor) -> DataLoader:
-    """Batches of BATCH_SIZES rows, in order."""
-    starts = torch.tensor([0, *BATCH_SIZES]).cumsum(0).tolist()
+def uneven_loader(x: Tensor, y: Tensor, sizes: list[int] = BATCH_SIZES) -> DataLoader:
+    """Batches of `sizes` rows, in order."""
+    starts = torch.tensor([0, *sizes]).cumsum(0).tolist()
     batches = [list(range(a, b)) for a, b in zip(starts[:-1], starts[1:], strict=True)]
     rows = [{"x": x[i], "y": y[i]} for i in range(len(y))]
     return DataLoader(rows, batch_sampler=batches)
