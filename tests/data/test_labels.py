@@ -75,3 +75,12 @@ def test_state_is_plain_data_and_restores() -> None:
     assert state == {"labels": ["z", "a"], "multi_label": True}
     again = LabelVocabulary.from_state(state)
     assert again.names == ["z", "a"] and again.multi_label
+
+
+def test_sequences_of_tags_encode_per_token() -> None:
+    """A tag sequence (one label per token, as in NER) encodes to ids; an unknown tag names its line."""
+    vocab = LabelVocabulary.from_data(tag for tags in [["O", "B-PER"], ["I-PER", "O"]] for tag in tags)
+    assert vocab.names == ["B-PER", "I-PER", "O"]
+    assert vocab.encode_sequence(["B-PER", "I-PER", "O"]) == [0, 1, 2]
+    with pytest.raises(DataError, match=r"^ner\.conll:12: unknown label 'B-LOC'"):
+        vocab.encode_sequence(["O", "B-LOC"], path="ner.conll", line=12)

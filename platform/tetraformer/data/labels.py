@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ class LabelVocabulary:
 
     def __init__(self, labels: Sequence[str], multi_label: bool = False) -> None:
         names = [str(label) for label in labels]
-        repeated = sorted({name for name in names if names.count(name) > 1})
+        repeated = sorted(name for name, count in Counter(names).items() if count > 1)
         if repeated:
             raise DataError(f"label vocabulary repeats {', '.join(map(repr, repeated))}")
         if not names:
@@ -65,6 +66,16 @@ class LabelVocabulary:
         hot = torch.zeros(len(self.names), dtype=torch.long)  # (C,)
         hot[[self.ids[label] for label in labels]] = 1
         return hot
+
+    def encode_sequence(
+        self, values: Sequence[Any], path: str | Path | None = None, line: int | None = None
+    ) -> list[int]:
+        """Ids of a sequence of single labels (e.g. one tag per token); unknown labels: DataError."""
+        if self.multi_label:
+            raise ValueError("encode_sequence is for single-label vocabularies; use encode for multi-label")
+        if not isinstance(values, list | tuple):
+            raise _error(f"expected a list of labels, got {values!r}", path, line)
+        return [int(self.encode(value, path, line)) for value in values]
 
     def decode(self, ids: int | Sequence[int] | torch.Tensor) -> str | list[str]:
         """A label name from an id; for a multi-label vocabulary, the names set in a multi-hot vector."""
