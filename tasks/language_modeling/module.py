@@ -9,7 +9,7 @@ from torchmetrics import Metric
 
 from tasks.language_modeling.model import build_gpt
 from tetraformer.core import TransformerConfig
-from tetraformer.training.metrics import Perplexity
+from tetraformer.training.metrics import TokenPerplexity
 from tetraformer.training.module import TaskModule
 from tetraformer.training.text_generation import TextGenerationConfig, generate_text
 
@@ -49,8 +49,8 @@ class LanguageModeling(TaskModule):
         return {"loss": loss, "preds": loss.detach(), "targets": targets}
 
     def make_metrics(self) -> dict[str, Metric]:
-        """Perplexity: exp of the token-weighted mean NLL (of the step in training, of the epoch otherwise)."""
-        return {"ppl": Perplexity()}
+        """Perplexity: exp of the token-weighted mean NLL (of the step in training, else of the epoch)."""
+        return {"ppl": TokenPerplexity()}
 
     def batch_tokens(self, batch: dict[str, Tensor]) -> int:
         """Tokens fed to the model."""

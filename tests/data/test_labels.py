@@ -1,4 +1,4 @@
-"""LabelVocabulary: built from data (sorted) or fixed (order kept), located errors, multi-hot, checkpoint state."""
+"""LabelVocabulary: from data (sorted) or fixed (order kept), located errors, multi-hot, state."""
 
 from __future__ import annotations
 

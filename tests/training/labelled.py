@@ -1,4 +1,4 @@
-"""A tiny classifying TaskModule and uneven batches of a fixed labelled fixture, for metric and report tests."""
+"""A tiny classifying TaskModule and uneven batches of a fixed labelled fixture, for metric tests."""
 
 from __future__ import annotations
 
@@ -92,5 +92,6 @@ def uneven_loader(x: Tensor, y: Tensor, sizes: list[int] = BATCH_SIZES) -> DataL
 def trainer(root: object, **kwargs: object) -> L.Trainer:
     """A quiet CPU Trainer writing under `root`."""
     options = dict(default_root_dir=str(root), accelerator="cpu", devices=1, logger=False,
-                   enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+                   enable_checkpointing=False, enable_progress_bar=False,
+                   enable_model_summary=False)  # fmt: skip
     return L.Trainer(**{**options, **kwargs})

@@ -38,7 +38,7 @@ class RankHalves(L.LightningDataModule):
 
 @pytest.mark.distributed
 def test_ddp_metrics_and_reports_cover_all_processes(tmp_path: Path) -> None:
-    """test/f1 over two processes equals scikit-learn's on the whole split, and rank zero's report counts all."""
+    """test/f1 over two processes equals scikit-learn's on the whole split; rank zero's report counts all."""
     ddp = trainer(tmp_path, strategy="ddp_spawn", devices=2, use_distributed_sampler=False)
     result = ddp.test(TinyClassifier(), datamodule=RankHalves())[0]
     x, y = fixture()

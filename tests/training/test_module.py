@@ -11,7 +11,7 @@ from tetraformer.training.checkpoint import load_task_module
 
 
 def test_label_vocabulary_travels_in_the_checkpoint(tmp_path: Path) -> None:
-    """task_state carries the LabelVocabulary; a module loaded from the checkpoint alone names the same labels."""
+    """task_state carries the LabelVocabulary: a module loaded from the checkpoint names the same labels."""
     x, y = fixture()
     module = TinyClassifier(labels=["x", "y", "z"])
     run = trainer(tmp_path)

@@ -15,11 +15,12 @@ STAGES = ("train", "val", "test")
 REPORT_STAGES = ("val", "test")  # stages whose per-class reports are written at epoch end
 
 
-class Perplexity(Metric):
+class TokenPerplexity(Metric):
     """exp(token-weighted mean NLL) over every batch seen, from each batch's mean NLL and its targets.
 
     A batch's weight is its number of targets other than `ignore_index`, so an uneven last batch counts
     for what it holds; the result is the perplexity of the whole epoch, not a mean of per-batch values.
+    Unlike torchmetrics' Perplexity (logits in), it reuses the loss: no second softmax over the vocabulary.
     """
 
     is_differentiable = False

@@ -18,7 +18,7 @@ BATCH_SIZE = 8
 
 
 def test_val_ppl_is_exp_of_the_epoch_loss_with_an_uneven_last_batch(tmp_path: Path, text_file: Path) -> None:
-    """val/ppl == exp(NLL of all val tokens at once), though the last batch is short; per-batch exp differs."""
+    """val/ppl == exp(NLL of all val tokens at once) with a short last batch; per-batch exp differs."""
     data = LanguageModelingData(train_path=str(text_file), val_path=str(text_file), documents="line",
                                 tokenizer_type="char", block_size=8, batch_size=BATCH_SIZE)  # fmt: skip
     arch = TransformerConfig(d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=16, dropout=0.0)
