@@ -60,7 +60,7 @@ class TaskDataModule(L.LightningDataModule):
         )  # fmt: skip
 
     def collate(self, rows: list[Any]) -> Any:
-        """Pad rows of token sequences with the tokenizer's pad id (see PaddingCollator); tasks may override."""
+        """Pad rows of token sequences with the tokenizer's pad id (PaddingCollator); tasks may override."""
         pad_id = getattr(self.tokenizer, "pad_token_id", None)
         return PaddingCollator(pad_id if pad_id is not None else 0)(rows)
 
