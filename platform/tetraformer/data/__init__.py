@@ -1,4 +1,4 @@
-"""Data layer: checked readers, splits, LM packing, label vocabularies, padding, tokenizers (no model code)."""
+"""Data layer: checked readers, splits, LM packing, label vocabularies, padding, tokenizers (no model)."""
 
 from tetraformer.data.collate import IGNORE_INDEX, PaddingCollator
 from tetraformer.data.dataset import build_dataset
