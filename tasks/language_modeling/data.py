@@ -36,19 +36,14 @@ class Blocks(Dataset):
 
 
 class LanguageModelingData(TaskDataModule):
-    """Plain text or JSONL files, packed into blocks with an end-of-document token between documents."""
+    """Plain text or JSONL files, packed into blocks with an end-of-document token between documents.
+
+    The TaskDataModule options (paths, tokenizer, batch_size, num_workers, val_fraction, seed) pass
+    through `**kwargs`.
+    """
 
     def __init__(
         self,
-        train_path: str | None = None,
-        val_path: str | None = None,
-        test_path: str | None = None,
-        predict_path: str | None = None,
-        tokenizer: str | None = None,
-        batch_size: int = 32,
-        num_workers: int = 0,
-        val_fraction: float = 0.1,
-        seed: int = 1234,
         format: Literal["auto", "text", "jsonl", "json", "csv", "tsv"] = "auto",  # noqa: A002
         text_field: str = "text",
         documents: Literal["file", "paragraph", "line"] = "file",
@@ -56,9 +51,9 @@ class LanguageModelingData(TaskDataModule):
         block_size: int = 128,
         tokenizer_type: Literal["bpe", "wordpiece", "unigram", "char"] = "bpe",
         vocab_size: int = 8000,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(train_path, val_path, test_path, predict_path, tokenizer, batch_size, num_workers,
-                         val_fraction, seed)  # fmt: skip
+        super().__init__(**kwargs)
         self.save_hyperparameters()
         self.read_options = {
             "format": format,

@@ -4,31 +4,31 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor, nn
+from torchmetrics import Metric
 
 from tasks.language_modeling.model import build_gpt
 from tetraformer.core import TransformerConfig
+from tetraformer.training.metrics import TokenPerplexity
 from tetraformer.training.module import TaskModule
-from tetraformer.training.optim import OptimizerConfig
 from tetraformer.training.text_generation import TextGenerationConfig, generate_text
 
 
 class LanguageModeling(TaskModule):
-    """Trains a GPT on packed blocks of text; samples from fixed prompts at each validation."""
+    """Trains a GPT on packed blocks of text; samples from fixed prompts at each validation.
+
+    The TaskModule options (arch, optim, init_from, label_smoothing) pass through `**kwargs`.
+    """
 
     hf_architectures = ("GPT2LMHeadModel", "GPT2Model")
 
     def __init__(
         self,
-        arch: TransformerConfig | None = None,
-        optim: OptimizerConfig | None = None,
-        init_from: str | None = None,
-        label_smoothing: float = 0.0,
         sample_prompts: list[str] | None = None,
         generation: TextGenerationConfig | None = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(arch, optim, init_from, label_smoothing)
+        super().__init__(**kwargs)
         self.save_hyperparameters()
         self.sample_prompts = sample_prompts if sample_prompts is not None else ["The "]
         self.generation = generation or TextGenerationConfig()
@@ -43,11 +43,16 @@ class LanguageModeling(TaskModule):
         return build_gpt(cfg)
 
     def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
-        """Next-token cross-entropy and perplexity over a (B, T+1) block of tokens."""
+        """Next-token cross-entropy over a (B, T+1) block; its mean NLL and targets feed the perplexity."""
         blocks = batch["input_ids"]  # (B, T + 1)
         logits = self.net(blocks[:, :-1])  # (B, T, V)
-        loss = self.cross_entropy(logits, blocks[:, 1:])
-        return {"loss": loss, "ppl": torch.exp(loss.detach().clamp(max=20.0))}
+        targets = blocks[:, 1:]  # (B, T)
+        loss = self.cross_entropy(logits, targets)
+        return {"loss": loss, "preds": loss.detach(), "targets": targets}
+
+    def make_metrics(self) -> dict[str, Metric]:
+        """Perplexity: exp of the token-weighted mean NLL (of the step in training, else of the epoch)."""
+        return {"ppl": TokenPerplexity()}
 
     def batch_tokens(self, batch: dict[str, Tensor]) -> int:
         """Tokens fed to the model."""

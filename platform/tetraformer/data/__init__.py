@@ -1,8 +1,10 @@
-"""Data layer: validating readers, splits, LM packing and tokenizers (no model code)."""
+"""Data layer: checked readers, splits, LM packing, label vocabularies, padding, tokenizers (no model)."""
 
+from tetraformer.data.collate import IGNORE_INDEX, PaddingCollator
 from tetraformer.data.dataset import build_dataset
 from tetraformer.data.errors import DataError
 from tetraformer.data.files import resolve_files
+from tetraformer.data.labels import LabelVocabulary
 from tetraformer.data.lines import iter_lines
 from tetraformer.data.packing import pack_documents, pack_token_ids
 from tetraformer.data.records import Record, infer_format, iter_records, read_records
@@ -11,8 +13,11 @@ from tetraformer.data.text import iter_documents, read_text
 from tetraformer.data.tokenizer import SPECIAL_TOKENS, load_tokenizer, train_tokenizer
 
 __all__ = [
+    "IGNORE_INDEX",
     "SPECIAL_TOKENS",
     "DataError",
+    "LabelVocabulary",
+    "PaddingCollator",
     "Record",
     "build_dataset",
     "infer_format",

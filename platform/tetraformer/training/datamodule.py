@@ -9,6 +9,8 @@ from typing import Any
 import lightning as L
 from torch.utils.data import DataLoader, Dataset
 
+from tetraformer.data.collate import PaddingCollator
+
 log = logging.getLogger(__name__)
 
 
@@ -58,8 +60,9 @@ class TaskDataModule(L.LightningDataModule):
         )  # fmt: skip
 
     def collate(self, rows: list[Any]) -> Any:
-        """Batch rows; subclasses override."""
-        raise NotImplementedError
+        """Pad rows of token sequences with the tokenizer's pad id (PaddingCollator); tasks may override."""
+        pad_id = getattr(self.tokenizer, "pad_token_id", None)
+        return PaddingCollator(pad_id if pad_id is not None else 0)(rows)
 
     def train_dataloader(self) -> DataLoader:
         """Shuffled training batches."""

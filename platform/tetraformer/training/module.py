@@ -1,4 +1,4 @@
-"""TaskModule: the LightningModule base of every task (optimizer, schedule, logging, checkpoint payload)."""
+"""TaskModule: the LightningModule base of every task (optimizer, schedule, metrics, reports, checkpoints)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,15 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.loggers import WandbLogger
 from torch import Tensor, nn
+from torchmetrics import Metric
 
 from tetraformer.core.config import TransformerConfig
 from tetraformer.payload import PAYLOAD_KEY, make_payload, plain, tokenizer_from_state
 from tetraformer.training.checkpoint import load_weights, starting_point
+from tetraformer.training.loggers import wandb_logger
+from tetraformer.training.metrics import REPORT_STAGES, confusion_metric, stage_copies
 from tetraformer.training.optim import OptimizerConfig, build_optimizer
+from tetraformer.training.reports import write_reports
 
 log = logging.getLogger(__name__)
 FINE_TUNING_FIELDS = (
@@ -30,6 +34,9 @@ class TaskModule(L.LightningModule):
     weights come from that source; only the FINE_TUNING_FIELDS of `arch` apply.
     The network is built in `configure_model`, once the datamodule knows the vocabulary, or in
     `on_load_checkpoint` from the config stored in the checkpoint, so a checkpoint is all `predict` needs.
+    Metrics are torchmetrics objects from `make_metrics`, one copy per stage, fed with the `preds` and
+    `targets` that `compute` returns: per step in training, over the whole epoch in validation and test.
+    Tasks that name their labels (`label_names`) get per-class reports in RUN_DIR/reports at each epoch end.
     """
 
     # Hugging Face architectures this task serves: `convert from-hf` stores it as their checkpoints' task
@@ -48,6 +55,10 @@ class TaskModule(L.LightningModule):
         self.init_from, self.label_smoothing = init_from, label_smoothing
         self.net: nn.Module | None = None
         self.tokenizer: Any = None
+        self.train_metrics: nn.ModuleDict | None = None  # built when a stage starts, once labels are known
+        self.val_metrics: nn.ModuleDict | None = None
+        self.test_metrics: nn.ModuleDict | None = None
+        self.confusion: nn.ModuleDict | None = None  # per report stage, for tasks that name their labels
 
     # --- what a task defines -----------------------------------------------------------------------
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
@@ -59,8 +70,20 @@ class TaskModule(L.LightningModule):
         return self.arch
 
     def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
-        """Forward a batch; return at least {"loss": ...}; other scalars are logged under the stage."""
+        """Forward a batch; return at least {"loss": ...}; other scalars are logged under the stage.
+
+        "preds" and "targets", where the task has them, update the stage's metrics and confusion matrix
+        instead of being logged (class ids or (N, C) scores, and class ids with -100 for ignored positions).
+        """
         raise NotImplementedError
+
+    def make_metrics(self) -> dict[str, Metric]:
+        """The task's metrics by name, each updated with (preds, targets); copied per stage."""
+        return {}
+
+    def label_names(self) -> list[str] | None:
+        """Names of the classes that preds and targets index, for per-class reports; None means no reports."""
+        return None
 
     def batch_tokens(self, batch: dict[str, Tensor]) -> int:
         """Number of input tokens (or patches) in a batch, for throughput."""
@@ -139,14 +162,76 @@ class TaskModule(L.LightningModule):
         return self._step(batch, "test")
 
     def _step(self, batch: dict[str, Tensor], stage: str) -> Tensor:
-        """Compute, then log every scalar as `stage/name` (per step in training, per epoch otherwise)."""
+        """Compute, then log scalars and metrics as `stage/name` (per step in training, else per epoch)."""
         out = self.compute(batch, stage)
+        preds, targets = out.pop("preds", None), out.pop("targets", None)
         on_step = stage == "train"
         batch_size = next(iter(batch.values())).shape[0]
         for name, value in out.items():
             self.log(f"{stage}/{name}", value, on_step=on_step, on_epoch=not on_step, prog_bar=name == "loss",
                      batch_size=batch_size, sync_dist=not on_step)  # fmt: skip
+        if preds is not None:
+            self._update_metrics(stage, preds, targets, batch_size)
         return out["loss"]
+
+    def on_fit_start(self) -> None:
+        """Build the metrics (subclasses overriding this hook call super)."""
+        self._build_metrics()
+
+    def on_validation_start(self) -> None:
+        """Build the metrics when validating alone."""
+        self._build_metrics()
+
+    def on_test_start(self) -> None:
+        """Build the metrics when testing alone."""
+        self._build_metrics()
+
+    def _build_metrics(self) -> None:
+        """Once: per-stage copies of the task's metrics, and confusion matrices when labels are named.
+
+        Built when a stage starts, after any checkpoint restore, so the label vocabulary is known wherever it
+        comes from; they are moved to the module's device here (Lightning has placed the module already).
+        """
+        if self.val_metrics is not None:
+            return
+        for stage, metrics in stage_copies(self.make_metrics()).items():
+            setattr(self, f"{stage}_metrics", metrics.to(self.device))
+        names = self.label_names()
+        if names:
+            confusion = {stage: confusion_metric(len(names)) for stage in REPORT_STAGES}
+            self.confusion = nn.ModuleDict(confusion).to(self.device)
+
+    def _update_metrics(self, stage: str, preds: Tensor, targets: Tensor, batch_size: int) -> None:
+        """Feed the stage's metrics and log the objects: Lightning computes and resets them at epoch end."""
+        on_step = stage == "train"
+        for name, metric in (getattr(self, f"{stage}_metrics") or {}).items():
+            if on_step:
+                metric(preds, targets)  # forward: the step's own value, logged like train/loss
+            else:
+                metric.update(preds, targets)
+            self.log(f"{stage}/{name}", metric, on_step=on_step, on_epoch=not on_step, batch_size=batch_size,
+                     metric_attribute=f"{stage}_metrics.{name}")  # fmt: skip
+        if self.confusion is not None and stage in self.confusion:
+            self.confusion[stage].update(preds, targets)
+
+    def on_validation_epoch_end(self) -> None:
+        """Per-class reports of the validation epoch."""
+        self._report("val")
+
+    def on_test_epoch_end(self) -> None:
+        """Per-class reports of the test epoch."""
+        self._report("test")
+
+    def _report(self, stage: str) -> None:
+        """Compute the epoch's confusion matrix on every rank; rank zero writes the reports."""
+        if self.confusion is None or stage not in self.confusion or self.confusion[stage].update_count == 0:
+            return
+        matrix = self.confusion[stage].compute()  # (C, C), summed over processes
+        self.confusion[stage].reset()
+        if self.trainer.sanity_checking or not self.trainer.is_global_zero:
+            return
+        write_reports(self.trainer.default_root_dir, stage, matrix.cpu().numpy(), self.label_names(),
+                      wandb_logger(self.loggers), self.global_step)  # fmt: skip
 
     def cross_entropy(self, logits: Tensor, targets: Tensor, ignore_index: int = -100) -> Tensor:
         """Token- or sequence-level cross-entropy with the module's label smoothing."""
