@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import tempfile
+from argparse import ArgumentError
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ import yaml
 from lightning.pytorch import Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 
+from tetraformer.config_errors import ConfigError, one_line
+from tetraformer.errors import TetraformerError
 from tetraformer.training.callbacks import JsonlPredictionWriter, default_callbacks
 from tetraformer.training.checkpoint import PAYLOAD_KEY, read_checkpoint, tokenizer_from_state
 from tetraformer.training.datamodule import TaskDataModule
@@ -19,6 +22,7 @@ from tetraformer.training.loggers import RunConfig, make_loggers, wandb_logger
 from tetraformer.training.module import TaskModule
 
 log = logging.getLogger(__name__)
+SUBCOMMANDS = ("fit", "validate", "test", "predict")
 DESCRIPTION = """Train and use Transformers from one core.
 
 Lightning subcommands: fit, validate, test, predict (each takes -c CONFIG and --section.key=value).
@@ -117,16 +121,21 @@ def _flag_value(argv: list[str], flag: str) -> str | None:
 def run_lightning(argv: list[str]) -> None:
     """Run a LightningCLI subcommand (it parses sys.argv, so the rewritten arguments go there)."""
     sys.argv = [sys.argv[0], *checkpoint_config(argv)]
-    cli = TetraformerCLI(
-        TaskModule,
-        TaskDataModule,
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        save_config_callback=LogConfigCallback,
-        save_config_kwargs={"overwrite": True},
-        auto_configure_optimizers=False,
-        parser_kwargs={"description": DESCRIPTION},
-    )
+    quiet = {"exit_on_error": False}  # parse errors come back as exceptions, told in one line by main
+    try:
+        cli = TetraformerCLI(
+            TaskModule,
+            TaskDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            save_config_callback=LogConfigCallback,
+            save_config_kwargs={"overwrite": True},
+            auto_configure_optimizers=False,
+            parser_kwargs={"description": DESCRIPTION, **quiet, **{s: quiet for s in SUBCOMMANDS}},
+        )
+    except ArgumentError as err:
+        command = f"tetraformer {argv[0]}" if argv and argv[0] in SUBCOMMANDS else "tetraformer"
+        raise ConfigError(f"{one_line(str(err))} (see {command} --help)") from None
     finish_wandb(cli.trainer)
 
 
@@ -145,15 +154,14 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
     from tetraformer.commands import COMMANDS
-    from tetraformer.data import DataError
 
     try:
         if argv and argv[0] in COMMANDS:
             COMMANDS[argv[0]](argv[1:])
         else:
             run_lightning(argv)
-    except (DataError, FileNotFoundError) as err:  # the user's input is wrong: say where, not a traceback
-        log.error("%s", err)
+    except (TetraformerError, FileNotFoundError) as err:  # the user can fix it: one line, no traceback
+        sys.stderr.write(f"error: {err}\n")
         raise SystemExit(2) from err
 
 

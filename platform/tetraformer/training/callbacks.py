@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ from lightning.pytorch.callbacks import (
 )
 
 from tetraformer.training.loggers import RunConfig, wandb_logger
+
+log = logging.getLogger(__name__)
 
 
 class Throughput(Callback):
@@ -65,16 +68,43 @@ class SamplesTable(Callback):
             )
 
 
-class FinalCheckpoint(Callback):
-    """Writes last.ckpt when training ends, so a run stopped between validations resumes where it stopped."""
+class RunCheckpoint(ModelCheckpoint):
+    """RUN_DIR/checkpoints/best.ckpt and last.ckpt, overwritten in place (no `last-v1.ckpt` on a re-run).
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    last.ckpt is also written at the step training stops on (max_steps, max_time), so a resume continues
+    that epoch at the next step; best.ckpt is the last state when training stopped before any validation.
+    """
+
+    def __init__(self, dirpath: Path, run: RunConfig) -> None:
+        super().__init__(
+            dirpath=dirpath, filename="best", monitor=run.monitor, mode=run.monitor_mode, save_last=True,
+            save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False,
+        )  # fmt: skip
+        self._final_step = -1
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """Save last.ckpt on the step training stops on (before the loops count the batch as done)."""
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        if trainer.should_stop or 0 < trainer.max_steps <= trainer.global_step:
+            self._save_final(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
-        """Save on every rank's call (rank zero writes)."""
-        if trainer.global_step > 0 and not trainer.fast_dev_run:
-            trainer.save_checkpoint(self.path)
+        """Save last.ckpt when training ended after the last save (end of the last epoch, early stop)."""
+        if trainer.global_step > max(self._last_global_step_saved, self._final_step):
+            self._save_final(trainer)
+
+    def _save_final(self, trainer: L.Trainer) -> None:
+        """last.ckpt, and best.ckpt too when no validation has picked one (a validation may still follow)."""
+        if trainer.global_step == 0 or trainer.fast_dev_run or trainer.sanity_checking:
+            return
+        self._final_step = trainer.global_step
+        trainer.save_checkpoint(Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
+        if not self.best_model_path:
+            best = Path(self.dirpath) / f"best{self.FILE_EXTENSION}"
+            log.info("no validation ran before training stopped: %s holds the last state", best)
+            trainer.save_checkpoint(best)
 
 
 class JsonlPredictionWriter(BasePredictionWriter):
@@ -99,12 +129,8 @@ class JsonlPredictionWriter(BasePredictionWriter):
 
 def default_callbacks(root_dir: str | Path, run: RunConfig) -> list[Callback]:
     """Best + last checkpoints, LR monitor, progress bar, throughput, samples and optional early stopping."""
-    checkpoint = ModelCheckpoint(
-        dirpath=Path(root_dir) / "checkpoints", filename="best", monitor=run.monitor, mode=run.monitor_mode,
-        save_last=True, save_top_k=1, auto_insert_metric_name=False,
-    )  # fmt: skip
-    final = FinalCheckpoint(Path(root_dir) / "checkpoints" / "last.ckpt")
-    callbacks: list[Callback] = [checkpoint, final, LearningRateMonitor("step"), Throughput(run.peak_tflops)]
+    checkpoint = RunCheckpoint(Path(root_dir) / "checkpoints", run)
+    callbacks: list[Callback] = [checkpoint, LearningRateMonitor("step"), Throughput(run.peak_tflops)]
     if run.samples:
         callbacks.append(SamplesTable())
     if run.early_stopping_patience is not None:
