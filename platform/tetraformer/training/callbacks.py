@@ -20,6 +20,7 @@ from lightning.pytorch.callbacks import (
 )
 
 from tetraformer.training.loggers import RunConfig, wandb_logger
+from tetraformer.training.text_generation import GenerativeTask
 
 log = logging.getLogger(__name__)
 
@@ -53,19 +54,18 @@ class Throughput(Callback):
 
 
 class SamplesTable(Callback):
-    """Logs the task's qualitative samples (e.g. generated text) as a W&B table at each validation."""
+    """Logs a generative task's continuations of its sample prompts as a W&B table at each validation."""
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: Any) -> None:
-        """Ask the module for (columns, rows) and log them on rank zero."""
-        if trainer.sanity_checking or not trainer.is_global_zero:
+        """Generate on rank zero, when the task generates text and W&B logs the run."""
+        if trainer.sanity_checking or not trainer.is_global_zero or not isinstance(pl_module, GenerativeTask):
             return
-        table = pl_module.sample_table()
         logger = wandb_logger(trainer.loggers)
-        if table is not None and logger is not None:
-            columns, rows = table
-            logger.log_text(
-                key="val/samples", columns=["step", *columns], data=[[trainer.global_step, *r] for r in rows]
-            )
+        if logger is None or not pl_module.sample_prompts:
+            return
+        outputs = pl_module.generate(pl_module.sample_prompts)
+        rows = [[trainer.global_step, p, o] for p, o in zip(pl_module.sample_prompts, outputs, strict=True)]
+        logger.log_text(key="val/samples", columns=["step", "prompt", "generated"], data=rows)
 
 
 class RunCheckpoint(ModelCheckpoint):
