@@ -10,6 +10,9 @@ _PARSER_KEY = re.compile(r'^Parser key "([^"]+)":\s*(.*)$')
 _LITERAL = re.compile(r"^Expected a typing\.Literal\[(.*)\]\. Got value: (.*)$")
 _TYPE = re.compile(r"^Expected a <class '(\w+)'>\. Got value: (.*)$")
 _UNKNOWN_OPTION = re.compile(r"^Option '([^']+)' is not accepted$")
+_VAL_INTERVAL = re.compile(
+    r"`val_check_interval` \((\d+)\) must be less than or equal to the number of the training batches \((\d+)\)"
+)
 _STRUCTURE = (
     "Does not validate against any of the Union subtypes",
     "Subtypes:",
@@ -52,3 +55,16 @@ def _explain(keys: list[str], reason: str) -> str:
         return f"unknown option --{'.'.join([*keys, unknown.group(1)])}"
     reason = reason[:1].lower() + reason[1:]
     return f"--{'.'.join(keys)}: {reason}" if keys else reason
+
+
+def trainer_config_error(err: ValueError) -> ConfigError | None:
+    """A Trainer setting that does not fit the data, said in the CLI's terms; None for other errors."""
+    interval = _VAL_INTERVAL.search(str(err))
+    if interval:
+        steps, batches = interval.groups()
+        return ConfigError(
+            f"--trainer.val_check_interval {steps} is more than the {batches} batches of one training epoch: "
+            f"set --trainer.check_val_every_n_epoch null (validate every {steps} steps across epochs) "
+            f"or --trainer.val_check_interval {batches} or less"
+        )
+    return None

@@ -127,10 +127,11 @@ class JsonlPredictionWriter(BasePredictionWriter):
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def default_callbacks(root_dir: str | Path, run: RunConfig) -> list[Callback]:
-    """Best + last checkpoints, LR monitor, progress bar, throughput, samples and optional early stopping."""
-    checkpoint = RunCheckpoint(Path(root_dir) / "checkpoints", run)
-    callbacks: list[Callback] = [checkpoint, LearningRateMonitor("step"), Throughput(run.peak_tflops)]
+def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = True) -> list[Callback]:
+    """Best + last checkpoints (when training), LR monitor, progress bar, throughput, samples, early stopping."""
+    callbacks: list[Callback] = [LearningRateMonitor("step"), Throughput(run.peak_tflops)]
+    if checkpoints:
+        callbacks.insert(0, RunCheckpoint(Path(root_dir) / "checkpoints", run))
     if run.samples:
         callbacks.append(SamplesTable())
     if run.early_stopping_patience is not None:
