@@ -1,7 +1,8 @@
 """validate/test/predict from a checkpoint file: their own run directory, the checkpoint's tokenizer and config.
 
 `tetraformer test --ckpt_path RUN_DIR/checkpoints/best.ckpt ...` runs in RUN_DIR/eval/test-N/ (N counts up),
-unless `--trainer.default_root_dir` says where; the checkpoint's tokenizer is saved there and used. Without
+unless `--trainer.default_root_dir` (or a `-c` config's) names another directory than RUN_DIR; the checkpoint's
+tokenizer is saved there and used. Without
 `-c`, the model and data sections come from the checkpoint's hyper-parameters.
 """
 
@@ -28,8 +29,8 @@ def evaluation_args(argv: list[str]) -> list[str]:
         return argv
     ckpt = read_checkpoint(ckpt_path)
     extra: list[str] = []
-    root = flag_value(argv, "--trainer.default_root_dir")
-    if root is None:
+    root = configured_root(argv)
+    if root is None or Path(root).resolve() == run_dir(Path(ckpt_path)).resolve():
         root = str(evaluation_dir(Path(ckpt_path), argv[0]))
         extra += ["--trainer.default_root_dir", root]
     tokenizer_dir = None
@@ -43,9 +44,30 @@ def evaluation_args(argv: list[str]) -> list[str]:
     return [argv[0], "-c", str(checkpoint_config(ckpt, tokenizer_dir)), *argv[1:], *extra]
 
 
+def run_dir(ckpt: Path) -> Path:
+    """The run a checkpoint belongs to: RUN_DIR for RUN_DIR/checkpoints/X.ckpt, else the file's folder."""
+    return ckpt.parent.parent if ckpt.parent.name == "checkpoints" else ckpt.parent
+
+
+def configured_root(argv: list[str]) -> str | None:
+    """`--trainer.default_root_dir` from the command line, else from the last `-c` file that sets it."""
+    root = flag_value(argv, "--trainer.default_root_dir")
+    if root is not None:
+        return root
+    for config in reversed([v for i, v in enumerate(argv) if i and argv[i - 1] in ("-c", "--config")]):
+        trainer = (
+            (yaml.safe_load(Path(config).read_text()) or {}).get("trainer")
+            if Path(config).is_file()
+            else None
+        )
+        if isinstance(trainer, dict) and trainer.get("default_root_dir"):
+            return str(trainer["default_root_dir"])
+    return None
+
+
 def evaluation_dir(ckpt: Path, stage: str) -> Path:
-    """RUN_DIR/eval/STAGE-N for a checkpoint in RUN_DIR/checkpoints/ (else beside the file); N the next free."""
-    run = ckpt.parent.parent if ckpt.parent.name == "checkpoints" else ckpt.parent
+    """RUN_DIR/eval/STAGE-N for a checkpoint's run (see run_dir); N the next free number."""
+    run = run_dir(ckpt)
     number = 1
     while (run / "eval" / f"{stage}-{number}").exists():
         number += 1

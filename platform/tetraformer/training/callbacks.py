@@ -97,7 +97,7 @@ class RunCheckpoint(ModelCheckpoint):
 
     def _save_final(self, trainer: L.Trainer) -> None:
         """last.ckpt, and best.ckpt too when no validation has picked one (a validation may still follow)."""
-        if trainer.global_step == 0 or trainer.fast_dev_run or trainer.sanity_checking:
+        if trainer.global_step == 0 or trainer.sanity_checking:
             return
         self._final_step = trainer.global_step
         trainer.save_checkpoint(Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
