@@ -94,7 +94,8 @@ def test_evaluation_runs_get_their_own_dir_and_wandb_run(
     eval_dir = run / "eval"
     assert sorted(p.name for p in eval_dir.iterdir()) == ["predict-1", "predict-2", "test-1"]
     predictions = eval_dir / "predict-2" / "predictions.jsonl"
-    assert [json.loads(line)["prompt"] for line in predictions.read_text().splitlines()] == ["First", "hear me"]
+    records = [json.loads(line) for line in predictions.read_text().splitlines()]
+    assert [r["prompt"] for r in records] == ["First", "hear me"]
     metrics = next((eval_dir / "test-1").glob("logs/version_*/metrics.csv"))
     assert "test/loss" in metrics.read_text()
     assert f"wrote {predictions}" in caplog.text and f"wrote {metrics}" in caplog.text
