@@ -15,7 +15,7 @@ from lightning.pytorch.loggers import CSVLogger
 
 from tetraformer.config_errors import ConfigError, one_line, trainer_config_error
 from tetraformer.errors import TetraformerError
-from tetraformer.eval_runs import EVAL_STAGES, evaluation_args
+from tetraformer.eval_runs import EVAL_STAGES, evaluation_args, flag_value
 from tetraformer.training.callbacks import JsonlPredictionWriter, default_callbacks
 from tetraformer.training.checkpoint import PAYLOAD_KEY, read_checkpoint
 from tetraformer.training.datamodule import TaskDataModule
@@ -84,6 +84,8 @@ def resumed_wandb_id(ckpt_path: str | None, root: Path) -> str | None:
 
 def run_lightning(argv: list[str]) -> None:
     """Run a LightningCLI subcommand (it parses sys.argv, so the rewritten arguments go there)."""
+    if argv and argv[0] == "fit" and Path(flag_value(argv, "--ckpt_path") or "").is_file():
+        read_checkpoint(flag_value(argv, "--ckpt_path"))  # before LightningCLI's own torch.load of it
     sys.argv = [sys.argv[0], *evaluation_args(argv)]
     quiet = {"exit_on_error": False}  # parse errors come back as exceptions, told in one line by main
     try:
