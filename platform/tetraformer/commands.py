@@ -15,11 +15,19 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+class CommandParser(argparse.ArgumentParser):
+    """argparse for the extra commands, whose mistakes are one `error:` line like the Lightning subcommands'."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        """Raise instead of printing the usage: `main` prints the one line."""
+        from tetraformer.config_errors import ConfigError
+
+        raise ConfigError(f"{message} (see {self.prog} --help)")
+
+
 def generate_command(argv: list[str]) -> None:
     """`tetraformer generate --ckpt PATH (--prompt TEXT | --prompt-file FILE --output OUT.jsonl)`."""
-    parser = argparse.ArgumentParser(
-        prog="tetraformer generate", description="Generate text from a checkpoint."
-    )
+    parser = CommandParser(prog="tetraformer generate", description="Generate text from a checkpoint.")
     parser.add_argument(
         "--ckpt", required=True, help="a Tetraformer .ckpt (it holds the model and tokenizer)"
     )
@@ -138,7 +146,7 @@ def read_prompts(path: Path) -> list[str]:
 
 def tokenizer_command(argv: list[str]) -> None:
     """`tetraformer tokenizer train --input FILES --type bpe|wordpiece|unigram|char --vocab-size N --output DIR`."""
-    parser = argparse.ArgumentParser(prog="tetraformer tokenizer", description="Tokenizer tools.")
+    parser = CommandParser(prog="tetraformer tokenizer", description="Tokenizer tools.")
     sub = parser.add_subparsers(dest="action", required=True)
     train = sub.add_parser("train", help="train a tokenizer on your text files")
     train.add_argument("--input", nargs="+", required=True, help="files, directories or globs")

@@ -139,3 +139,24 @@ def test_generate_needs_a_generative_task_and_a_tokenizer(
     torch.save(ckpt, silent)
     line = error_line(capsys, ["generate", "--ckpt", str(silent), "--prompt", "First"])
     assert line == f"error: {silent}'s task (SilentLanguageModel) does not generate text"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["generate", "--prompt", "x"], "the following arguments are required: --ckpt (see tetraformer generate --help)"),
+        (["generate", "--ckpt", "x.ckpt", "--prompt", "x", "--num-beams", "two"], "argument --num-beams: invalid int value: 'two'"),
+        (["tokenizer", "train", "--input", "a.txt"], "required: --output (see tetraformer tokenizer train --help)"),
+        (["tokenizer", "train", "--input", "{missing}", "--output", "{out}"], "missing.txt: no such file or directory"),
+    ],
+)  # fmt: skip
+def test_extra_commands_speak_the_same_style(
+    argv: list[str], expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """generate and tokenizer mistakes are the same one `error:` line with exit code 2, no usage dump."""
+    argv = [a.format(missing=tmp_path / "missing.txt", out=tmp_path / "tok") for a in argv]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: ") and expected in line
