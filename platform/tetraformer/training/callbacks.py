@@ -103,7 +103,8 @@ class RunCheckpoint(ModelCheckpoint):
         trainer.save_checkpoint(Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
         if not self.best_model_path:
             best = Path(self.dirpath) / f"best{self.FILE_EXTENSION}"
-            log.info("no validation ran before training stopped: %s holds the last state", best)
+            if trainer.is_global_zero:
+                log.info("no validation ran before training stopped: %s holds the last state", best)
             trainer.save_checkpoint(best)
 
 
