@@ -6,6 +6,7 @@ import json
 import logging
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,10 @@ from lightning.pytorch.callbacks import (
     LearningRateMonitor,
     ModelCheckpoint,
     RichProgressBar,
+    Timer,
 )
 
+from tetraformer.errors import TetraformerError
 from tetraformer.training.loggers import RunConfig, wandb_logger
 from tetraformer.training.text_generation import GenerativeTask
 
@@ -108,6 +111,23 @@ class RunCheckpoint(ModelCheckpoint):
             trainer.save_checkpoint(best)
 
 
+class TimeBudget(Callback):
+    """Refuses in one line a (resumed) run whose --trainer.max_time is spent, instead of ending with no step."""
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Lightning's Timer counts the time of the runs a checkpoint continues: say so when none is left."""
+        timer = next((cb for cb in trainer.callbacks if isinstance(cb, Timer)), None)
+        remaining = timer.time_remaining() if timer is not None else None
+        if remaining is None or remaining > 0:
+            return
+        spent = timer.time_elapsed()
+        raise TetraformerError(
+            f"this run already trained for {timedelta(seconds=round(spent))} of --trainer.max_time "
+            f"{timedelta(seconds=round(spent + remaining))} (the total over resumes): raise --trainer.max_time "
+            "(DD:HH:MM:SS) to train on"
+        )
+
+
 class JsonlPredictionWriter(BasePredictionWriter):
     """Writes each predicted record (a dict) as one JSON line."""
 
@@ -130,7 +150,7 @@ class JsonlPredictionWriter(BasePredictionWriter):
 
 def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = True) -> list[Callback]:
     """Best + last checkpoints (when training), LR monitor, progress bar, throughput, samples, early stopping."""
-    callbacks: list[Callback] = [LearningRateMonitor("step"), Throughput(run.peak_tflops)]
+    callbacks: list[Callback] = [LearningRateMonitor("step"), Throughput(run.peak_tflops), TimeBudget()]
     if checkpoints:
         callbacks.insert(0, RunCheckpoint(Path(root_dir) / "checkpoints", run))
     if run.samples:

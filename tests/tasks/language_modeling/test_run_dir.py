@@ -104,3 +104,20 @@ def test_evaluation_runs_get_their_own_dir_and_wandb_run(
     assert train_run.name.rsplit("-", 1)[1] != test_run.name.rsplit("-", 1)[1]  # a new W&B run
     assert any("test/loss" in row for row in history_rows(next(test_run.glob("run-*.wandb"))))
     assert (eval_dir / "test-1" / "config.yaml").is_file()
+
+
+def test_resume_with_max_time_spent_says_so(
+    run_cli: Callable[..., Path], text_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """max_time counts over resumes: a resume with none left is one error line, a larger budget trains on."""
+    data = {"train_path": str(text_file), "documents": "line"}
+    budget = ("--trainer.max_steps", "100000", "--trainer.val_check_interval", "50")
+    run = run_cli("fit", *budget, "--trainer.max_time", "00:00:00:01", **data)
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("fit", *budget, "--trainer.max_time", "00:00:00:01", "--ckpt_path", "last", **data)
+    assert exit_info.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("error: this run already trained for") and "raise --trainer.max_time" in line
+    run_cli("fit", *budget, "--trainer.max_time", "00:00:00:03", "--ckpt_path", "last", **data)
+    *_, resumed = logged_rows(run, "train/tokens_per_s")
+    assert resumed  # the resumed run trained and logged its throughput
