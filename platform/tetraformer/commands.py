@@ -3,58 +3,55 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
+import typing
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 TASK_ENTRY_POINTS = "tetraformer.tasks"  # pyproject.toml: `name = "package.module:TaskClass"` per task
 
 
+class CommandParser(argparse.ArgumentParser):
+    """argparse for the extra commands, whose mistakes are one `error:` line like the Lightning subcommands'."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        """Raise instead of printing the usage: `main` prints the one line."""
+        from tetraformer.config_errors import ConfigError
+
+        raise ConfigError(f"{message} (see {self.prog} --help)")
+
+
 def generate_command(argv: list[str]) -> None:
     """`tetraformer generate --ckpt PATH (--prompt TEXT | --prompt-file FILE --output OUT.jsonl)`."""
-    parser = argparse.ArgumentParser(
-        prog="tetraformer generate", description="Generate text from a checkpoint."
-    )
+    parser = CommandParser(prog="tetraformer generate", description="Generate text from a checkpoint.")
     parser.add_argument(
         "--ckpt", required=True, help="a Tetraformer .ckpt (it holds the model and tokenizer)"
     )
+    parser.add_argument(
+        "--tokenizer", help="tokenizer folder or tokenizer.json (default: the checkpoint's own)"
+    )
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--prompt", help="one prompt; the output streams to the terminal")
+    source.add_argument("--prompt", help="one prompt; sampled or greedy output streams to the terminal")
     source.add_argument(
         "--prompt-file", type=Path, help="one prompt per line (or JSONL with a 'prompt' field)"
     )
     parser.add_argument("--output", type=Path, help="JSONL file for --prompt-file results (default: stdout)")
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--temperature", type=float, default=0.8)
-    parser.add_argument("--top-k", type=int, default=0)
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--num-beams", type=int, default=1)
-    parser.add_argument("--length-penalty", type=float, default=1.0)
-    parser.add_argument("--greedy", action="store_true", help="pick the most likely token (no sampling)")
-    parser.add_argument(
-        "--stop", action="append", default=[], help=r"stop string, \n and \t escapes allowed (repeatable)"
-    )
-    parser.add_argument("--seed", type=int, default=0)
+    add_generation_flags(parser)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="cuda" if _cuda() else "cpu")
     args = parser.parse_args(argv)
 
-    from tetraformer.training.checkpoint import load_task_module
-    from tetraformer.training.text_generation import TextGenerationConfig
-
-    module = load_task_module(args.ckpt, map_location=args.device)
-    config = TextGenerationConfig(
-        max_new_tokens=args.max_new_tokens, do_sample=not args.greedy and args.num_beams == 1,
-        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, num_beams=args.num_beams,
-        length_penalty=args.length_penalty, seed=args.seed, stop=[_unescape(s) for s in args.stop],
-    )  # fmt: skip
+    task = load_generative_task(args.ckpt, args.tokenizer, args.device)
+    config = dataclasses.replace(task.generation, **generation_options(args))
     if args.prompt is not None:
         sys.stdout.write(args.prompt)
-        module.generate([args.prompt], config, on_text=_write_stdout)
+        task.generate([args.prompt], config, on_text=_write_stdout)
         sys.stdout.write("\n")
         return
     prompts = read_prompts(args.prompt_file)
@@ -62,7 +59,7 @@ def generate_command(argv: list[str]) -> None:
     try:
         for start in range(0, len(prompts), args.batch_size):
             chunk = prompts[start : start + args.batch_size]
-            for prompt, text in zip(chunk, module.generate(chunk, config), strict=True):
+            for prompt, text in zip(chunk, task.generate(chunk, config), strict=True):
                 out.write(json.dumps({"prompt": prompt, "generated": text}, ensure_ascii=False) + "\n")
     finally:
         if args.output:
@@ -70,10 +67,67 @@ def generate_command(argv: list[str]) -> None:
             log.info("wrote %d generations to %s", len(prompts), args.output)
 
 
+def add_generation_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per TextGenerationConfig field (`max_new_tokens` -> `--max-new-tokens`); unset flags stay unset."""
+    from tetraformer.training.text_generation import TextGenerationConfig
+
+    group = parser.add_argument_group(
+        "decoding", "unset options keep the checkpoint's `model.generation` settings (defaults shown)"
+    )
+    hints = typing.get_type_hints(TextGenerationConfig)
+    for option in dataclasses.fields(TextGenerationConfig):
+        default = option.default_factory() if option.default is dataclasses.MISSING else option.default
+        name, kind = option.name.replace("_", "-"), hints[option.name]
+        kwargs: dict[str, Any] = {"dest": option.name, "default": argparse.SUPPRESS}
+        if kind is bool:  # a switch to the value other than the default
+            flag = option.metadata.get("flag", f"--{'no-' if default else ''}{name}")
+            group.add_argument(
+                flag, action="store_const", const=not default, help=option.metadata["help"], **kwargs
+            )
+            continue
+        if typing.get_origin(kind) is list:
+            kwargs.update(action="append", type=_unescape)
+        else:
+            kwargs["type"] = (typing.get_args(kind) or (kind,))[0]  # `int | None` -> int
+        group.add_argument(f"--{name}", help=f"{option.metadata['help']} (default: {default!r})", **kwargs)
+
+
+def generation_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The decoding options set on the command line, by TextGenerationConfig field name."""
+    from tetraformer.training.text_generation import TextGenerationConfig
+
+    return {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(TextGenerationConfig)
+        if hasattr(args, f.name)
+    }
+
+
+def load_generative_task(ckpt: str, tokenizer: str | None, device: str) -> Any:
+    """A checkpoint's task, checked to generate text and to have a tokenizer (its own or `tokenizer`)."""
+    from tetraformer.data import load_tokenizer
+    from tetraformer.errors import TetraformerError
+    from tetraformer.training.checkpoint import load_task_module
+    from tetraformer.training.text_generation import GenerativeTask
+
+    task = load_task_module(ckpt, map_location=device)
+    if not isinstance(task, GenerativeTask):
+        raise TetraformerError(f"{ckpt}'s task ({type(task).__name__}) does not generate text")
+    if tokenizer is not None:
+        task.tokenizer = load_tokenizer(tokenizer)
+    if task.tokenizer is None:
+        raise TetraformerError(
+            f"{ckpt} holds no tokenizer: pass --tokenizer DIR (a tokenizer.json or a Hugging Face tokenizer folder)"
+        )
+    return task
+
+
 def read_prompts(path: Path) -> list[str]:
     """Prompts from a text file (one per line) or JSONL (a 'prompt' field per line); errors name the line."""
+    from tetraformer.data import DataError
+
     if not path.is_file():
-        raise SystemExit(f"error: prompt file not found: {path}")
+        raise DataError("prompt file not found", path)
     prompts = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -82,19 +136,19 @@ def read_prompts(path: Path) -> list[str]:
             try:
                 prompts.append(json.loads(line)["prompt"])
             except (json.JSONDecodeError, KeyError, TypeError) as err:
-                raise SystemExit(
-                    f"error: {path}:{number}: expected a JSON object with a 'prompt' field ({err})"
+                raise DataError(
+                    f"expected a JSON object with a 'prompt' field ({err})", path, number
                 ) from err
         else:
             prompts.append(line)
     if not prompts:
-        raise SystemExit(f"error: {path} holds no prompts")
+        raise DataError("the file holds no prompts", path)
     return prompts
 
 
 def tokenizer_command(argv: list[str]) -> None:
     """`tetraformer tokenizer train --input FILES --type bpe|wordpiece|unigram|char --vocab-size N --output DIR`."""
-    parser = argparse.ArgumentParser(prog="tetraformer tokenizer", description="Tokenizer tools.")
+    parser = CommandParser(prog="tetraformer tokenizer", description="Tokenizer tools.")
     sub = parser.add_subparsers(dest="action", required=True)
     train = sub.add_parser("train", help="train a tokenizer on your text files")
     train.add_argument("--input", nargs="+", required=True, help="files, directories or globs")
@@ -104,13 +158,10 @@ def tokenizer_command(argv: list[str]) -> None:
     train.add_argument("--output", type=Path, required=True, help="directory for tokenizer.json and HF files")
     args = parser.parse_args(argv)
 
-    from tetraformer.data import DataError, resolve_files, train_tokenizer
+    from tetraformer.data import resolve_files, train_tokenizer
 
-    try:
-        files = [f for spec in args.input for f in resolve_files(spec)]
-        tokenizer = train_tokenizer(files, args.type, args.vocab_size, args.output, lowercase=args.lowercase)
-    except DataError as err:
-        raise SystemExit(f"error: {err}") from err
+    files = [f for spec in args.input for f in resolve_files(spec)]
+    tokenizer = train_tokenizer(files, args.type, args.vocab_size, args.output, lowercase=args.lowercase)
     log.info(
         "trained a %s tokenizer with %d tokens on %d files -> %s",
         args.type,

@@ -14,9 +14,9 @@ from tetraformer.data import (
     pack_documents,
     read_text,
     resolve_files,
-    train_tokenizer,
     train_val_split,
 )
+from tetraformer.data.run_tokenizer import prepare_run_tokenizer
 from tetraformer.training.datamodule import TaskDataModule
 
 log = logging.getLogger(__name__)
@@ -68,18 +68,14 @@ class LanguageModelingData(TaskDataModule):
         return Path(self.tokenizer_path) if self.tokenizer_path else self.run_dir() / "tokenizer"
 
     def prepare_data(self) -> None:
-        """Train a tokenizer on the training files when none is configured (once per run; rank 0 only)."""
-        if self.tokenizer_path or (self.tokenizer_dir() / "tokenizer.json").is_file():
+        """Train the run's tokenizer when none is configured, or retrain it when its settings or data changed.
+
+        Rank 0 only; the settings and training files are recorded beside it (data/run_tokenizer.py).
+        """
+        if self.tokenizer_path:
             return
-        files = resolve_files(self.require("train"))
-        log.info(
-            "training a %s tokenizer (vocab %d) on %d file(s)",
-            self.tokenizer_type,
-            self.vocab_size,
-            len(files),
-        )
-        train_tokenizer(files, self.tokenizer_type, self.vocab_size, self.tokenizer_dir(),
-                        field=self.read_options["field"], encoding=self.read_options["encoding"])  # fmt: skip
+        prepare_run_tokenizer(self.tokenizer_dir(), resolve_files(self.require("train")), self.tokenizer_type,
+                              self.vocab_size, self.read_options["field"], self.read_options["encoding"])  # fmt: skip
 
     def setup(self, stage: str) -> None:
         """Load the tokenizer and build the splits the stage needs."""

@@ -58,13 +58,6 @@ class LanguageModeling(TaskModule):
         """Tokens fed to the model."""
         return batch["input_ids"][:, :-1].numel()
 
-    def sample_table(self) -> tuple[list[str], list[list[Any]]] | None:
-        """Continuations of the sample prompts."""
-        if not self.sample_prompts or self.tokenizer is None:
-            return None
-        outputs = self.generate(self.sample_prompts)
-        return ["prompt", "generated"], [[p, o] for p, o in zip(self.sample_prompts, outputs, strict=True)]
-
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> list[dict[str, str]]:
         """Continue each prompt of the batch."""
         outputs = self.generate(batch["prompts"])

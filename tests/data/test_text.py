@@ -62,7 +62,7 @@ def test_jsonl_line_not_json(write) -> None:
     path = write("train.jsonl", '{"text": "ok"}\n{"text": "ok"}\n{"text" "bad"}\n')
     with pytest.raises(DataError) as info:
         read_text(path)
-    assert str(info.value) == f"{path}:3: line is not valid JSON (Expecting ':' delimiter)"
+    assert str(info.value) == f"{path}:3: line is not valid JSON: expecting ':' delimiter at column 9"
 
 
 def test_jsonl_missing_field_lists_keys(write) -> None:

@@ -48,7 +48,7 @@ def _decode_error(
     bad = err.object[err.start : err.start + 1].hex()
     return DataError(
         f"cannot decode byte 0x{bad} at byte offset {offset} as {encoding} ({err.reason}); "
-        "pass the file's encoding (e.g. encoding='latin-1')",
+        "set the file's encoding with --data.encoding (e.g. --data.encoding latin-1)",
         path,
         line,
     )

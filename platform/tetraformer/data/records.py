@@ -172,7 +172,7 @@ def _json_line_record(path: str | Path, number: int, line: str) -> Record:
     try:
         value = json.loads(line)
     except json.JSONDecodeError as err:
-        raise DataError(f"line is not valid JSON ({err.msg})", path, number) from None
+        raise DataError(f"line is not valid JSON: {_json_reason(err)}", path, number) from None
     return _as_record(value, path, number)
 
 
@@ -185,7 +185,7 @@ def _json_array_records(path: str | Path, text: str) -> Iterator[Record]:
         try:
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as err:
-            raise DataError(f"not valid JSON ({err.msg})", path, err.lineno) from None
+            raise DataError(f"not valid JSON: {_json_reason(err)}", path, err.lineno) from None
         line, counted = line + text.count("\n", counted, pos), pos
         yield _as_record(value, path, line)
         pos = _WHITESPACE.match(text, end).end()
@@ -195,6 +195,11 @@ def _json_array_records(path: str | Path, text: str) -> Iterator[Record]:
             raise DataError("expected ',' or ']' after an array element", path, text.count("\n", 0, pos) + 1)
     if text[pos + 1 :].strip():
         raise DataError("extra data after the JSON array", path, text.count("\n", 0, pos) + 1)
+
+
+def _json_reason(err: json.JSONDecodeError) -> str:
+    """json's reason with the column it names (its message alone stops at "Expecting value")."""
+    return f"{err.msg[:1].lower()}{err.msg[1:]} at column {err.colno}"
 
 
 def _as_record(value: Any, path: str | Path, line: int) -> Record:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +18,15 @@ from lightning.pytorch.callbacks import (
     LearningRateMonitor,
     ModelCheckpoint,
     RichProgressBar,
+    Timer,
 )
 
 from tetraformer.core.accounting import flops_per_token
+from tetraformer.errors import TetraformerError
 from tetraformer.training.loggers import RunConfig, wandb_logger
+from tetraformer.training.text_generation import GenerativeTask
+
+log = logging.getLogger(__name__)
 
 
 class Throughput(Callback):
@@ -57,31 +64,75 @@ class Throughput(Callback):
 
 
 class SamplesTable(Callback):
-    """Logs the task's qualitative samples (e.g. generated text) as a W&B table at each validation."""
+    """Logs a generative task's continuations of its sample prompts as a W&B table at each validation."""
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: Any) -> None:
-        """Ask the module for (columns, rows) and log them on rank zero."""
-        if trainer.sanity_checking or not trainer.is_global_zero:
+        """Generate on rank zero, when the task generates text and W&B logs the run."""
+        if trainer.sanity_checking or not trainer.is_global_zero or not isinstance(pl_module, GenerativeTask):
             return
-        table = pl_module.sample_table()
         logger = wandb_logger(trainer.loggers)
-        if table is not None and logger is not None:
-            columns, rows = table
-            logger.log_text(
-                key="val/samples", columns=["step", *columns], data=[[trainer.global_step, *r] for r in rows]
-            )
+        if logger is None or not pl_module.sample_prompts:
+            return
+        outputs = pl_module.generate(pl_module.sample_prompts)
+        rows = [[trainer.global_step, p, o] for p, o in zip(pl_module.sample_prompts, outputs, strict=True)]
+        logger.log_text(key="val/samples", columns=["step", "prompt", "generated"], data=rows)
 
 
-class FinalCheckpoint(Callback):
-    """Writes last.ckpt when training ends, so a run stopped between validations resumes where it stopped."""
+class RunCheckpoint(ModelCheckpoint):
+    """RUN_DIR/checkpoints/best.ckpt and last.ckpt, overwritten in place (no `last-v1.ckpt` on a re-run).
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    last.ckpt is also written at the step training stops on (max_steps, max_time), so a resume continues
+    that epoch at the next step; best.ckpt is the last state when training stopped before any validation.
+    """
+
+    def __init__(self, dirpath: Path, run: RunConfig) -> None:
+        super().__init__(
+            dirpath=dirpath, filename="best", monitor=run.monitor, mode=run.monitor_mode, save_last=True,
+            save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False,
+        )  # fmt: skip
+        self._final_step = -1
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """Save last.ckpt on the step training stops on (before the loops count the batch as done)."""
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        if trainer.should_stop or 0 < trainer.max_steps <= trainer.global_step:
+            self._save_final(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
-        """Save on every rank's call (rank zero writes)."""
-        if trainer.global_step > 0 and not trainer.fast_dev_run:
-            trainer.save_checkpoint(self.path)
+        """Save last.ckpt when training ended after the last save (end of the last epoch, early stop)."""
+        if trainer.global_step > max(self._last_global_step_saved, self._final_step):
+            self._save_final(trainer)
+
+    def _save_final(self, trainer: L.Trainer) -> None:
+        """last.ckpt, and best.ckpt too when no validation has picked one (a validation may still follow)."""
+        if trainer.global_step == 0 or trainer.sanity_checking:
+            return
+        self._final_step = trainer.global_step
+        trainer.save_checkpoint(Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
+        if not self.best_model_path:
+            best = Path(self.dirpath) / f"best{self.FILE_EXTENSION}"
+            if trainer.is_global_zero:
+                log.info("no validation ran before training stopped: %s holds the last state", best)
+            trainer.save_checkpoint(best)
+
+
+class TimeBudget(Callback):
+    """Refuses in one line a (resumed) run whose --trainer.max_time is spent, instead of ending with no step."""
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Lightning's Timer counts the time of the runs a checkpoint continues: say so when none is left."""
+        timer = next((cb for cb in trainer.callbacks if isinstance(cb, Timer)), None)
+        remaining = timer.time_remaining() if timer is not None else None
+        if remaining is None or remaining > 0:
+            return
+        spent = timer.time_elapsed()
+        raise TetraformerError(
+            f"this run already trained for {timedelta(seconds=round(spent))} of --trainer.max_time "
+            f"{timedelta(seconds=round(spent + remaining))} (the total over resumes): raise --trainer.max_time "
+            "(DD:HH:MM:SS) to train on"
+        )
 
 
 class JsonlPredictionWriter(BasePredictionWriter):
@@ -104,14 +155,11 @@ class JsonlPredictionWriter(BasePredictionWriter):
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def default_callbacks(root_dir: str | Path, run: RunConfig) -> list[Callback]:
-    """Best + last checkpoints, LR monitor, progress bar, throughput, samples and optional early stopping."""
-    checkpoint = ModelCheckpoint(
-        dirpath=Path(root_dir) / "checkpoints", filename="best", monitor=run.monitor, mode=run.monitor_mode,
-        save_last=True, save_top_k=1, auto_insert_metric_name=False,
-    )  # fmt: skip
-    final = FinalCheckpoint(Path(root_dir) / "checkpoints" / "last.ckpt")
-    callbacks: list[Callback] = [checkpoint, final, LearningRateMonitor("step"), Throughput(run.peak_tflops)]
+def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = True) -> list[Callback]:
+    """Best + last checkpoints (when training), LR monitor, progress bar, throughput, samples, early stopping."""
+    callbacks: list[Callback] = [LearningRateMonitor("step"), Throughput(run.peak_tflops), TimeBudget()]
+    if checkpoints:
+        callbacks.insert(0, RunCheckpoint(Path(root_dir) / "checkpoints", run))
     if run.samples:
         callbacks.append(SamplesTable())
     if run.early_stopping_patience is not None:

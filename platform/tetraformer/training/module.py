@@ -89,10 +89,6 @@ class TaskModule(L.LightningModule):
         """Number of input tokens (or patches) in a batch, for throughput."""
         return 0
 
-    def sample_table(self) -> tuple[list[str], list[list[Any]]] | None:
-        """Optional (columns, rows) of qualitative samples, logged at each validation."""
-        return None
-
     def task_state(self) -> dict[str, Any]:
         """Task settings a checkpoint must carry (label vocabulary, ...); plain data only."""
         return {}

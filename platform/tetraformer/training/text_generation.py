@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor, nn
@@ -17,17 +17,43 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TextGenerationConfig:
-    """Decoding options a user sets from a config or the command line."""
+    """Decoding options a user sets from a config (`model.generation`) or the `generate` command's flags.
 
-    max_new_tokens: int = 64
-    do_sample: bool = True
-    temperature: float = 0.8
-    top_k: int = 0
-    top_p: float = 1.0
-    num_beams: int = 1
-    length_penalty: float = 1.0
-    seed: int | None = 0
-    stop: list[str] = field(default_factory=list)  # generation of a row ends at the first of these strings
+    The one description of these options: `generate` builds a flag per field (`max_new_tokens` ->
+    `--max-new-tokens`, the metadata's `help`, and `flag` for a bool's switch), and `generate_text`
+    hands every field but `stop` to the core's GenerationConfig under the same name.
+    """
+
+    max_new_tokens: int = field(default=64, metadata={"help": "tokens to generate after each prompt"})
+    do_sample: bool = field(
+        default=True, metadata={"help": "pick the most likely token (no sampling)", "flag": "--greedy"}
+    )
+    temperature: float = field(default=0.8, metadata={"help": "sampling temperature; lower is more certain"})
+    top_k: int = field(default=0, metadata={"help": "sample among the k most likely tokens (0: all)"})
+    top_p: float = field(default=1.0, metadata={"help": "sample among the most likely tokens up to mass p"})
+    num_beams: int = field(default=1, metadata={"help": "beam search width (1: sampling or greedy)"})
+    length_penalty: float = field(default=1.0, metadata={"help": "beam score = log-prob / length ** this"})
+    seed: int | None = field(default=0, metadata={"help": "seed of the sampling"})
+    stop: list[str] = field(
+        default_factory=list, metadata={"help": r"stop string, \n and \t escapes allowed (repeatable)"}
+    )  # generation of a row ends at the first of these strings
+
+
+@runtime_checkable
+class GenerativeTask(Protocol):
+    """A task that turns text prompts into text: the `generate` command and validation samples use it."""
+
+    generation: TextGenerationConfig  # the task's default decoding options
+    sample_prompts: list[str]  # prompts continued at each validation for the samples table
+
+    def generate(
+        self,
+        prompts: list[str],
+        config: TextGenerationConfig | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> list[str]:
+        """One output text per prompt; `on_text` receives a single prompt's text as it comes."""
+        ...
 
 
 def generate_text(
@@ -37,28 +63,33 @@ def generate_text(
     config: TextGenerationConfig,
     on_text: Callable[[str], None] | None = None,
 ) -> list[str]:
-    """Generate a continuation (decoder-only) or an output (encoder-decoder) for each prompt."""
+    """Generate a continuation (decoder-only) or an output (encoder-decoder) for each prompt.
+
+    `on_text` gets the text of each prompt in order: streamed piece by piece for one prompt decoded
+    token by token (sampling or greedy), else whole once decoding is done (beams, batches).
+    """
     device = next(net.parameters()).device
     encoder_decoder = hasattr(net, "encode")
     tokenizer.padding_side = "right" if encoder_decoder else "left"
     batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=encoder_decoder)
     ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device).bool()
-    max_new = _fit_length(net, ids.shape[1], config.max_new_tokens, encoder_decoder)
-    streamer = _Streamer(tokenizer, on_text) if on_text is not None and len(prompts) == 1 else None
+    streams = on_text is not None and len(prompts) == 1 and config.num_beams == 1
+    streamer = _Streamer(tokenizer, on_text) if streams else None
+    options = {f.name: getattr(config, f.name) for f in fields(config) if f.name != "stop"}  # same names
+    options["max_new_tokens"] = _fit_length(net, ids.shape[1], config.max_new_tokens, encoder_decoder)
+    options["do_sample"] = config.do_sample and config.num_beams == 1
     core = GenerationConfig(
-        max_new_tokens=max_new, do_sample=config.do_sample and config.num_beams == 1,
-        temperature=config.temperature, top_k=config.top_k, top_p=config.top_p, num_beams=config.num_beams,
-        length_penalty=config.length_penalty, seed=config.seed, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id or 0, decoder_start_token_id=_start_token(tokenizer),
+        **options, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id or 0,
+        decoder_start_token_id=_start_token(tokenizer),
         stop=_stop_hook(tokenizer, config.stop) if config.stop else None,
-        on_token=streamer.push if streamer is not None and config.num_beams == 1 else None,
+        on_token=streamer.push if streamer is not None else None,
     )  # fmt: skip
     out = generate(net, ids, mask, core)
     new = out if encoder_decoder else out[:, ids.shape[1] :]
     texts = [_cut(tokenizer.decode(row, skip_special_tokens=True), config.stop) for row in new.tolist()]
     if on_text is not None and streamer is None:
         for text in texts:
-            on_text(text + "\n")
+            on_text(text)
     return texts
 
 

@@ -60,3 +60,15 @@ def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Pa
         return root
 
     return run
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny run (10 steps on the fixture text), shared read-only by tests that need a checkpoint."""
+    root = tmp_path_factory.mktemp("trained")
+    corpus = root / "corpus.txt"
+    corpus.write_text(TEXT * 12, encoding="utf-8")
+    config = root / "fit.yaml"
+    config.write_text(yaml.safe_dump(tiny_config(root / "run", train_path=str(corpus), documents="line")))
+    main(["fit", "-c", str(config), "--trainer.max_steps", "10"])
+    return root / "run"

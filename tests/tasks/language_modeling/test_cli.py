@@ -133,16 +133,17 @@ def test_wandb_offline_run_holds_metrics(
 )  # fmt: skip
 def test_bad_input_names_file_and_line(
     name: str, content: bytes | None, options: dict, message: str, run_cli: Callable[..., Path], tmp_path: Path,
-    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    """Each bad input stops the CLI with one clear error naming the file (and line)."""
+    """Each bad input stops the CLI with one clear error line naming the file (and line)."""
     path = tmp_path / name
     if content is not None:
         path.write_bytes(content)
     with pytest.raises(SystemExit) as exit_info:
         run_cli("fit", "--trainer.fast_dev_run", "1", train_path=str(path), documents="line", **options)
     assert exit_info.value.code == 2
-    assert message in caplog.text
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert message in line
 
 
 def validation_loss(run: Path) -> float:

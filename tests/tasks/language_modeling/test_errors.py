@@ -1,0 +1,157 @@
+"""Mistakes a new user makes are told in one line `error: ...` on stderr with exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from tests.tasks.language_modeling.conftest import tiny_config
+from tetraformer.cli import main
+
+
+def error_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """Run the CLI expecting exit code 2; return stderr's one `error:` line (nothing else may follow it)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1].startswith("error: ") and not any(line.startswith("Traceback") for line in lines)
+    return lines[-1]
+
+
+POSITIONS = "sinusoidal, learned, relative, rotary, alibi, none"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--model.init_args.arch.position", "bogus"], f"--model.arch.position: 'bogus' is not one of: {POSITIONS}"),
+        (["--model.arch.position", "bogus"], f"--model.arch.position: 'bogus' is not one of: {POSITIONS}"),
+        (["--data.bogus", "1"], "unknown option --data.bogus"),
+        (["--trainer.max_steps", "many"], "--trainer.max_steps: 'many' is not a valid int"),
+    ],
+)  # fmt: skip
+def test_config_mistake_is_one_line_first(
+    args: list[str], expected: str, tmp_path: Path, text_file: Path, capsys: pytest.CaptureFixture[str],
+    run_cli: Callable[..., Path],
+) -> None:  # fmt: skip
+    """A bad value, an unknown key: the error line names the option and the accepted values, no usage dump."""
+    with pytest.raises(SystemExit):
+        run_cli("fit", *args, train_path=str(text_file))
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"error: {expected} (see tetraformer fit --help)"]
+
+
+def test_missing_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing -c file is named in the one line."""
+    line = error_line(capsys, ["fit", "-c", str(tmp_path / "nope.yaml")])
+    assert "--config" in line and "nope.yaml" in line and "does not exist" in line
+
+
+def test_val_check_interval_beyond_an_epoch(
+    run_cli: Callable[..., Path], text_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """val_check_interval larger than an epoch: one line with the epoch's batches and what to set."""
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("fit", "--trainer.val_check_interval", "500", "--trainer.check_val_every_n_epoch", "1",
+                train_path=str(text_file), documents="line")  # fmt: skip
+    assert exit_info.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(
+        "error: --trainer.val_check_interval 500 is more than the 6 batches of one training epoch"
+    )
+    assert (
+        "--trainer.check_val_every_n_epoch null" in line and "--trainer.val_check_interval 6 or less" in line
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("latin1.txt", b"good line\nbad \xff byte\n", "latin1.txt:2: cannot decode byte 0xff"),
+        ("bad.jsonl", b'{"text": "ok"}\n{"text": oops}\n', "bad.jsonl:2: line is not valid JSON: expecting value at column 10"),
+    ],
+)  # fmt: skip
+def test_data_errors_speak_cli(
+    name: str, content: bytes, expected: str, run_cli: Callable[..., Path], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """The decode hint names --data.encoding; a JSON error says where on the line, not a cut-off phrase."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(SystemExit):
+        run_cli("fit", "--trainer.fast_dev_run", "1", train_path=str(path), documents="line")
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert expected in line
+    assert "encoding=" not in line and ("--data.encoding latin-1" in line) == name.endswith(".txt")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["generate", "--ckpt", "{bad}", "--prompt", "x"],
+        ["test", "--ckpt_path", "{bad}", "--data.test_path", "{bad}"],
+        ["predict", "--ckpt_path", "{bad}", "--data.predict_path", "{bad}"],
+        ["fit", "-c", "{config}", "--ckpt_path", "{bad}"],
+        ["fit", "-c", "{config}", "--model.init_args.init_from", "{bad}"],
+    ],
+)
+def test_not_a_checkpoint_is_one_line(
+    command: list[str], tmp_path: Path, text_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file that is not a checkpoint, wherever a checkpoint goes, is one line naming the file."""
+    bad = tmp_path / "notes.ckpt"
+    bad.write_text("not a checkpoint\n")
+    config = tmp_path / "fit.yaml"
+    config.write_text(yaml.safe_dump(tiny_config(tmp_path / "run", train_path=str(text_file))))
+    argv = [a.format(bad=bad, config=config) for a in command]
+    line = error_line(capsys, argv)
+    assert str(bad) in line and "weights_only" not in line
+
+
+def test_generate_needs_a_generative_task_and_a_tokenizer(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A checkpoint without tokenizer asks for --tokenizer (and works with it); a non-generating task says so."""
+    ckpt = torch.load(trained_run / "checkpoints" / "last.ckpt", weights_only=True)
+    ckpt["tetraformer"]["tokenizer"] = None
+    bare = tmp_path / "bare.ckpt"
+    torch.save(ckpt, bare)
+    line = error_line(capsys, ["generate", "--ckpt", str(bare), "--prompt", "First"])
+    assert (
+        line
+        == f"error: {bare} holds no tokenizer: pass --tokenizer DIR (a tokenizer.json or a Hugging Face tokenizer folder)"
+    )
+    main(["generate", "--ckpt", str(bare), "--tokenizer", str(trained_run / "tokenizer"), "--prompt", "First",
+          "--max-new-tokens", "4"])  # fmt: skip
+    assert capsys.readouterr().out.startswith("First")
+    ckpt["hyper_parameters"]["_class_path"] = "tests.tasks.language_modeling.silent.SilentLanguageModel"
+    silent = tmp_path / "silent.ckpt"
+    torch.save(ckpt, silent)
+    line = error_line(capsys, ["generate", "--ckpt", str(silent), "--prompt", "First"])
+    assert line == f"error: {silent}'s task (SilentLanguageModel) does not generate text"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["generate", "--prompt", "x"], "the following arguments are required: --ckpt (see tetraformer generate --help)"),
+        (["generate", "--ckpt", "x.ckpt", "--prompt", "x", "--num-beams", "two"], "argument --num-beams: invalid int value: 'two'"),
+        (["tokenizer", "train", "--input", "a.txt"], "required: --output (see tetraformer tokenizer train --help)"),
+        (["tokenizer", "train", "--input", "{missing}", "--output", "{out}"], "missing.txt: no such file or directory"),
+    ],
+)  # fmt: skip
+def test_extra_commands_speak_the_same_style(
+    argv: list[str], expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """generate and tokenizer mistakes are the same one `error:` line with exit code 2, no usage dump."""
+    argv = [a.format(missing=tmp_path / "missing.txt", out=tmp_path / "tok") for a in argv]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: ") and expected in line

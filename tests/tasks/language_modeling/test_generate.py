@@ -1,0 +1,74 @@
+"""`generate`: flags built from TextGenerationConfig, the checkpoint's settings as defaults, beams printed."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from tests.tasks.language_modeling.silent import SilentLanguageModel
+from tetraformer.cli import main
+from tetraformer.commands import add_generation_flags, generation_options
+from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.text_generation import GenerativeTask, TextGenerationConfig
+
+
+def parse(*argv: str) -> dict:
+    """The decoding options a generate command line sets."""
+    parser = argparse.ArgumentParser()
+    add_generation_flags(parser)
+    return generation_options(parser.parse_args(argv))
+
+
+def test_every_field_has_a_flag() -> None:
+    """Each TextGenerationConfig field is a flag whose dest is the field (so nothing is listed twice)."""
+    parser = argparse.ArgumentParser()
+    add_generation_flags(parser)
+    dests = {action.dest for action in parser._actions}
+    assert {f.name for f in dataclasses.fields(TextGenerationConfig)} <= dests
+    assert "--max-new-tokens" in parser._option_string_actions and "--greedy" in parser._option_string_actions
+
+
+def test_flags_parse_into_fields() -> None:
+    """Typed values, --greedy as the switch of do_sample, repeatable --stop with escapes; unset stays unset."""
+    assert parse() == {}
+    assert parse("--max-new-tokens", "5", "--top-p", "0.5", "--greedy", "--stop", r"\n\n", "--stop", "x") == {
+        "max_new_tokens": 5, "top_p": 0.5, "do_sample": False, "stop": ["\n\n", "x"],
+    }  # fmt: skip
+    with pytest.raises(SystemExit):
+        parse("--num-beams", "two")
+
+
+def test_protocol() -> None:
+    """LanguageModeling is a GenerativeTask; a task without generate is not."""
+    from tasks.language_modeling.module import LanguageModeling
+
+    assert isinstance(LanguageModeling(), GenerativeTask)
+    assert not isinstance(SilentLanguageModel(), GenerativeTask)
+
+
+def test_beams_of_one_prompt_are_printed(trained_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--num-beams 3` prints the prompt and then the best beam, the one the task returns."""
+    ckpt = trained_run / "checkpoints" / "last.ckpt"
+    main(["generate", "--ckpt", str(ckpt), "--prompt", "First", "--num-beams", "3", "--max-new-tokens", "6"])
+    printed = capsys.readouterr().out
+    module = load_task_module(ckpt)
+    best = module.generate(["First"], dataclasses.replace(module.generation, num_beams=3, max_new_tokens=6))[
+        0
+    ]
+    assert best and printed == "First" + best + "\n"
+
+
+def test_unset_flags_keep_the_checkpoint_settings(
+    trained_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --max-new-tokens the checkpoint's model.generation (8 new tokens here) applies; greedy streams."""
+    ckpt = trained_run / "checkpoints" / "last.ckpt"
+    main(["generate", "--ckpt", str(ckpt), "--prompt", "First", "--greedy"])
+    printed = capsys.readouterr().out
+    module = load_task_module(ckpt)
+    assert module.generation.max_new_tokens == 8
+    expected = module.generate(["First"], dataclasses.replace(module.generation, do_sample=False))[0]
+    assert printed == "First" + expected + "\n" and 0 < len(expected) <= 8
