@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from lightning.pytorch.callbacks import (
     BasePredictionWriter,
     Callback,
@@ -37,10 +38,13 @@ class Throughput(Callback):
         self.tokens, self.start = 0, None
         self.flops_per_token = 0.0
 
-    def setup(self, trainer: L.Trainer, pl_module: Any, stage: str) -> None:
-        """Count the model's training FLOPs per token once, on the built model before any sharding."""
-        if self.peak_flops and stage == "fit":
-            self.flops_per_token = flops_per_token(pl_module.net, pl_module.net.cfg.max_len)
+    def on_train_start(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Count the model's training FLOPs per token once, on a meta-device twin (unaffected by sharding)."""
+        if self.peak_flops and not self.flops_per_token:
+            cfg = pl_module.net.cfg
+            with torch.device("meta"):
+                twin = pl_module.make_network(cfg)
+            self.flops_per_token = flops_per_token(twin, cfg.max_len)
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
         """Start the clock on the first batch of an interval."""

@@ -58,6 +58,18 @@ def test_resume_continues_steps_and_loss(run_cli: Callable[..., Path], text_file
     assert resumed[0][1] < first[-1][1] * 1.25
 
 
+def test_peak_tflops_logs_mfu(run_cli: Callable[..., Path], text_file: Path) -> None:
+    """`--run.peak_tflops` adds train/mfu beside train/tokens_per_s: FLOPs/s of the model over the peak."""
+    run = run_cli("fit", "--trainer.max_steps", "6", "--run.peak_tflops", "1.0", train_path=str(text_file),
+                  documents="line")  # fmt: skip
+    with next(run.glob("logs/version_*/metrics.csv")).open() as f:
+        rows = [r for r in csv.DictReader(f) if r.get("train/mfu")]
+    assert rows
+    for row in rows:
+        assert 0.0 < float(row["train/mfu"]) < 1.0
+        assert float(row["train/tokens_per_s"]) > 0
+
+
 def test_generate_command_and_checkpoint_only_test(
     run_cli: Callable[..., Path], text_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
