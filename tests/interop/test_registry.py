@@ -37,14 +37,14 @@ def saved_hf_model(architecture: str, path: Path) -> Path:
 
 
 def test_one_spec_per_family() -> None:
-    """Four families, each architecture in exactly one of them, each a transformers class; each exports one type."""
+    """Four families, each architecture in exactly one of them, each a transformers class; each exports a type."""
     assert sorted(FAMILIES) == ["BERT", "GPT-2", "T5", "ViT"]
     heads = [c.architecture for spec in FAMILIES.values() for c in spec.heads]
     assert len(heads) == len(set(heads)) == len(ARCHITECTURES) >= 10
     assert all(hasattr(transformers, name) for name in heads)
     for spec in FAMILIES.values():
         assert callable(spec.config_from_hf) and callable(spec.config_to_hf)
-        assert len(spec.exports) == 1 and set(spec.exports.values()) <= {c.architecture for c in spec.heads}
+        assert len(spec.exports) >= 1 and set(spec.exports.values()) <= {c.architecture for c in spec.heads}
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURES)

@@ -18,7 +18,7 @@ from tetraformer.core.generation import GenerationConfig, beam_search, generate
 from tetraformer.core.heads import ClassificationHead, LMHead, MaskedLMHead, TokenClassificationHead
 from tetraformer.core.layers import Block, FeedForward, make_norm
 from tetraformer.core.masks import causal_mask, combine_masks
-from tetraformer.core.models import CausalLM, Seq2SeqLM, SequenceClassifier, TokenClassifier
+from tetraformer.core.models import CausalLM, MaskedLM, Seq2SeqLM, SequenceClassifier, TokenClassifier
 from tetraformer.core.positions import POSITION_TYPES
 from tetraformer.core.sampling import apply_temperature, top_k_filter, top_p_filter
 from tetraformer.core.stack import Decoder, Encoder, StackOutput, TransformerStack
@@ -26,7 +26,7 @@ from tetraformer.core.stack import Decoder, Encoder, StackOutput, TransformerSta
 __all__ = [
     "BACKBONE_KINDS", "POSITION_TYPES", "PRESETS", "Attention", "BackboneKind", "Block", "CausalLM",
     "ClassificationHead", "Decoder", "Encoder", "FeedForward", "ImageEncoder", "KVCache", "LMHead", "LayerCache",
-    "MaskedLMHead", "PatchEmbedding", "Seq2SeqLM", "SequenceClassifier", "StackOutput", "TextDecoder",
+    "MaskedLM", "MaskedLMHead", "PatchEmbedding", "Seq2SeqLM", "SequenceClassifier", "StackOutput", "TextDecoder",
     "TextEncoder", "TextEncoderDecoder", "TokenClassificationHead", "TokenClassifier", "TokenEmbedding",
     "TransformerConfig", "TransformerStack", "build_backbone", "causal_mask", "combine_masks", "count_params",
     "flops_per_token", "make_norm",

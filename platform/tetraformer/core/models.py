@@ -12,12 +12,19 @@ from torch import Tensor, nn
 from tetraformer.core.backbones import ImageEncoder, TextDecoder, TextEncoder, TextEncoderDecoder
 from tetraformer.core.cache import KVCache
 from tetraformer.core.config import TransformerConfig
-from tetraformer.core.heads import ClassificationHead, LMHead, Pooling, TokenClassificationHead
+from tetraformer.core.heads import (
+    ClassificationHead,
+    LMHead,
+    MaskedLMHead,
+    Pooling,
+    TokenClassificationHead,
+)
 from tetraformer.core.init import init_weights
 
 __all__ = [
     "CausalLM",
     "ImageEncoder",
+    "MaskedLM",
     "Seq2SeqLM",
     "SequenceClassifier",
     "TextDecoder",
@@ -70,6 +77,52 @@ class TokenClassifier(nn.Module):
         """Backbone inputs -> (B, T, num_labels) logits; padded positions get logits the loss ignores."""
         features = self.backbone.forward_features(*args, attention_mask=attention_mask, **kw)
         return self.head(features.last_hidden_state)
+
+
+class MaskedLM(nn.Module):
+    """BERT pretraining: a TextEncoder, the masked-LM head (tied when the config ties) and optionally NSP.
+
+    The NSP head is BERT's: a tanh pooler over [CLS] and a 2-way linear (0 = B follows A, 1 = B is random).
+    """
+
+    def __init__(self, backbone: TextEncoder, next_sentence: bool = False) -> None:
+        super().__init__()
+        cfg = backbone.cfg
+        self.backbone = backbone
+        self.head = MaskedLMHead(cfg)  # untied while initialised, so a given backbone keeps its embedding
+        self.nsp = ClassificationHead(cfg.d_model, 2, "cls", pooler=True) if next_sentence else None
+        init_weights(self.head, cfg)
+        if self.nsp is not None:
+            init_weights(self.nsp, cfg)
+        if cfg.tie_embeddings:
+            self.head.proj.weight = backbone.embed.tokens.weight
+
+    @property
+    def cfg(self) -> TransformerConfig:
+        """The backbone's config."""
+        return self.backbone.cfg
+
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        """(B, T) ids, real-token mask and segment ids -> (B, T, V) logits."""
+        return self.pretraining_logits(input_ids, attention_mask, token_type_ids)[0]
+
+    def pretraining_logits(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        positions: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """MLM logits and NSP logits of one encoder pass.
+
+        MLM logits are (B, T, V), or (N, V) at the N True entries of a (B, T) `positions` mask (the vocabulary
+        projection of unmasked tokens is then skipped); NSP logits are (B, 2), None without the NSP head.
+        """
+        h = self.backbone.forward_features(input_ids, attention_mask, token_type_ids).last_hidden_state
+        mlm = self.head(h if positions is None else h[positions])  # (B, T, V) | (N, V)
+        return mlm, self.nsp(h, attention_mask) if self.nsp is not None else None
 
 
 class CausalLM(TextDecoder):

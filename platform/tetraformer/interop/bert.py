@@ -6,11 +6,12 @@ under Hugging Face's input names; heads sit beside it: the tanh pooler, the MLM 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from torch import Tensor
 
-from tetraformer.core import ClassificationHead, MaskedLMHead, TextEncoder, TokenClassificationHead
+from tetraformer.core import ClassificationHead, MaskedLM, TextEncoder, TokenClassificationHead
 from tetraformer.core.config import TransformerConfig
 from tetraformer.interop.errors import InteropError
 from tetraformer.interop.heads import (
@@ -36,6 +37,8 @@ from tetraformer.interop.mapping import (
 )
 from tetraformer.interop.outputs import ModelOutput
 from tetraformer.interop.registry import FamilySpec, HFModel, register
+
+log = logging.getLogger(__name__)
 
 # BertConfig's defaults: what transformers assumes for an entry config.json leaves out
 DEFAULTS = dict(
@@ -89,17 +92,17 @@ def config_to_hf(cfg: TransformerConfig, original: dict) -> dict:
     }  # fmt: skip
 
 
-def encoder_rules(n_layers: int, prefix: str) -> list[Rule]:
-    """Our TextEncoder (under `core.`) <- HF's embeddings and layers (under `prefix`)."""
+def encoder_rules(n_layers: int, prefix: str, at: str = "core.") -> list[Rule]:
+    """Our TextEncoder (under `at`) <- HF's embeddings and layers (under `prefix`)."""
     e = f"{prefix}embeddings."
     rules = [
-        Rule("core.embed.tokens.weight", (f"{e}word_embeddings.weight",)),
-        Rule("core.embed.types.weight", (f"{e}token_type_embeddings.weight",)),
-        Rule("core.embed.positions.weight", (f"{e}position_embeddings.weight",)),
-        *weight_and_bias("core.embed.norm", f"{e}LayerNorm"),
+        Rule(f"{at}embed.tokens.weight", (f"{e}word_embeddings.weight",)),
+        Rule(f"{at}embed.types.weight", (f"{e}token_type_embeddings.weight",)),
+        Rule(f"{at}embed.positions.weight", (f"{e}position_embeddings.weight",)),
+        *weight_and_bias(f"{at}embed.norm", f"{e}LayerNorm"),
     ]
     for i in range(n_layers):
-        ours, hf = f"core.encoder.layers.{i}.", f"{prefix}encoder.layer.{i}."
+        ours, hf = f"{at}encoder.layers.{i}.", f"{prefix}encoder.layer.{i}."
         qkv = (f"{hf}attention.self.{name}" for name in ("query", "key", "value"))
         rules += weight_and_bias(f"{ours}self_attn.qkv", *qkv)
         rules += weight_and_bias(f"{ours}self_attn.out", f"{hf}attention.output.dense")
@@ -126,16 +129,21 @@ class BertBase(HFModel):
     """A TextEncoder behind BERT's inputs; subclasses add their head and its tensor names."""
 
     base_prefix = "bert."  # where head models keep the encoder in a checkpoint
+    encoder_at = "core."  # where this model keeps its TextEncoder in its own state dict
+
+    def text_encoder(self) -> TextEncoder:
+        """The TextEncoder this model runs (the core, or the core's backbone)."""
+        return self.core
 
     def features(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
     ) -> Tensor:
         """(B, T) ids, real-token mask and segment ids -> (B, T, D) final hidden states."""
-        return self.core(input_ids, attention_mask, token_type_ids).last_hidden_state
+        return self.text_encoder()(input_ids, attention_mask, token_type_ids).last_hidden_state
 
     def rules(self, prefix: str) -> list[Rule]:
         """Every tensor of this model and its HF name(s), the encoder under `prefix`."""
-        return encoder_rules(self.core.cfg.n_layers, prefix) + self.head_rules(prefix)
+        return encoder_rules(self.core.cfg.n_layers, prefix, self.encoder_at) + self.head_rules(prefix)
 
     def head_rules(self, prefix: str) -> list[Rule]:
         """Rules for the tensors beside the encoder."""
@@ -190,27 +198,38 @@ class HFBertModel(BertBase):
 
 
 class HFBertForMaskedLM(BertBase):
-    """BertForMaskedLM: dense + act + LayerNorm, then the (tied) vocabulary projection with its bias."""
+    """BertForMaskedLM around the core's MaskedLM: dense + act + LayerNorm, then the (tied) projection with bias.
+
+    The core is the whole MaskedLM (backbone and head), as a masked-LM checkpoint stores it; an NSP head
+    it may carry has no place in BertForMaskedLM and is left out of exports.
+    """
 
     architecture = "BertForMaskedLM"
+    encoder_at = "core.backbone."
+    core: MaskedLM
 
-    def __init__(self, core: TextEncoder, hf_config: dict, tokenizer_dir: Path | None = None) -> None:
+    def __init__(self, core: MaskedLM, hf_config: dict, tokenizer_dir: Path | None = None) -> None:
         super().__init__(core, hf_config, tokenizer_dir)
-        self.head = MaskedLMHead(core.cfg, core.embed.tokens)
+        if core.nsp is not None:
+            log.warning("BertForMaskedLM has no next-sentence head: the NSP head is left out")
+
+    def text_encoder(self) -> TextEncoder:
+        """The MaskedLM's backbone."""
+        return self.core.backbone
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
     ) -> ModelOutput:
         """(B, T) inputs -> (B, T, V) logits."""
-        return ModelOutput(logits=self.head(self.features(input_ids, attention_mask, token_type_ids)))
+        return ModelOutput(logits=self.core(input_ids, attention_mask, token_type_ids))
 
     def head_rules(self, prefix: str) -> list[Rule]:
         """The transform, the output bias and (untied) the output matrix."""
-        rules = weight_and_bias("head.dense", f"{HEAD_PREFIX}transform.dense")
-        rules += weight_and_bias("head.norm", f"{HEAD_PREFIX}transform.LayerNorm")
-        rules.append(Rule("head.proj.bias", (f"{HEAD_PREFIX}bias",)))
+        rules = weight_and_bias("core.head.dense", f"{HEAD_PREFIX}transform.dense")
+        rules += weight_and_bias("core.head.norm", f"{HEAD_PREFIX}transform.LayerNorm")
+        rules.append(Rule("core.head.proj.bias", (f"{HEAD_PREFIX}bias",)))
         if not self.core.cfg.tie_embeddings:
-            rules.append(Rule("head.proj.weight", (f"{HEAD_PREFIX}decoder.weight",)))
+            rules.append(Rule("core.head.proj.weight", (f"{HEAD_PREFIX}decoder.weight",)))
         return rules
 
     def export_weights(self) -> dict[str, Tensor]:
@@ -219,6 +238,13 @@ class HFBertForMaskedLM(BertBase):
         if not self.core.cfg.tie_embeddings:
             weights[f"{HEAD_PREFIX}decoder.bias"] = weights[f"{HEAD_PREFIX}bias"].clone()
         return weights
+
+    @classmethod
+    def from_checkpoint(
+        cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str
+    ) -> BertBase:
+        """An empty MaskedLM of the checkpoint's shape."""
+        return cls(MaskedLM(TextEncoder(cfg)), hf)
 
 
 class HFBertForSequenceClassification(BertBase):
@@ -293,6 +319,6 @@ def load(cls: type[BertBase], hf: dict, weights: dict[str, Tensor], source: str)
 SPEC = FamilySpec(
     name="BERT", config_from_hf=config_from_hf, config_to_hf=config_to_hf,
     heads=(HFBertModel, HFBertForMaskedLM, HFBertForSequenceClassification, HFBertForTokenClassification),
-    load=load, exports={TextEncoder: "BertModel"},
+    load=load, exports={TextEncoder: "BertModel", MaskedLM: "BertForMaskedLM"},
 )  # fmt: skip
 register(SPEC)

@@ -1,0 +1,120 @@
+"""LightningDataModule for masked-LM pretraining: text -> sentences -> `[CLS] ... [SEP]` rows -> masked batches."""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+from typing import Any, Literal
+
+from tasks.masked_lm.segments import pair_rows, single_rows, tokenize_documents
+from tetraformer.data import load_tokenizer, read_text, resolve_files, train_val_split
+from tetraformer.data.masking import MaskingCollator, TokenMasker
+from tetraformer.data.run_tokenizer import prepare_run_tokenizer
+from tetraformer.training.datamodule import TaskDataModule
+
+log = logging.getLogger(__name__)
+
+
+class MaskedLMData(TaskDataModule):
+    """Plain text or JSONL/JSON/CSV/TSV (a text field); each document's sentences packed into rows.
+
+    Plain text follows BERT's format by default: one sentence per line, a blank line between documents.
+    Rows are built once; masks are drawn when a batch is built, so every epoch sees new ones (validation
+    and test rows keep fixed masks, so their losses compare across epochs). With the module's
+    `next_sentence`, rows are sentence pairs with segment ids and a next_sentence_label.
+    The TaskDataModule options (paths, tokenizer, batch_size, num_workers, val_fraction, seed) pass
+    through `**kwargs`.
+    """
+
+    def __init__(
+        self,
+        format: Literal["auto", "text", "jsonl", "json", "csv", "tsv"] = "auto",  # noqa: A002
+        text_field: str = "text",
+        documents: Literal["file", "paragraph", "line"] = "paragraph",
+        encoding: str = "utf-8",
+        max_length: int = 128,
+        tokenizer_type: Literal["bpe", "wordpiece", "unigram", "char"] = "wordpiece",
+        vocab_size: int = 8000,
+        mlm_probability: float = 0.15,
+        whole_word_mask: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.save_hyperparameters()
+        if max_length < 4:
+            raise ValueError(f"max_length must be at least 4 ([CLS] A [SEP] B [SEP]), got {max_length}")
+        self.read_options = {
+            "format": format,
+            "field": text_field,
+            "documents": documents,
+            "encoding": encoding,
+        }
+        self.max_length, self.tokenizer_type, self.vocab_size = max_length, tokenizer_type, vocab_size
+        self.mlm_probability, self.whole_word_mask = mlm_probability, whole_word_mask
+        self.collator: MaskingCollator | None = None
+
+    def tokenizer_dir(self) -> Path:
+        """Where this run's tokenizer lives: the configured one, or one trained into the run directory."""
+        return Path(self.tokenizer_path) if self.tokenizer_path else self.run_dir() / "tokenizer"
+
+    def prepare_data(self) -> None:
+        """Train the run's tokenizer when none is configured, or retrain it when its settings or data changed."""
+        if self.tokenizer_path:
+            return
+        prepare_run_tokenizer(self.tokenizer_dir(), resolve_files(self.require("train")), self.tokenizer_type,
+                              self.vocab_size, self.read_options["field"], self.read_options["encoding"])  # fmt: skip
+
+    def next_sentence(self) -> bool:
+        """Whether the module trains next-sentence prediction (`--model.next_sentence`)."""
+        module = self.trainer.lightning_module if self.trainer is not None else None
+        return bool(getattr(module, "next_sentence", False))
+
+    def setup(self, stage: str) -> None:
+        """Load the tokenizer, build the masking collator and the rows the stage needs."""
+        if self.tokenizer is None:
+            self.tokenizer = load_tokenizer(self.tokenizer_dir())
+        if self.collator is None:
+            masker = TokenMasker.from_tokenizer(self.tokenizer, mlm_probability=self.mlm_probability)
+            self.collator = MaskingCollator(masker, self.tokenizer.pad_token_id, self.whole_word_mask)
+        if stage in ("fit", "validate") and "val" not in self.datasets:
+            self._build_train_val(need_train=stage == "fit")
+        if stage == "test":
+            self.datasets["test"] = self._rows(read_text(self.require("test"), **self.read_options), "test")
+
+    def _build_train_val(self, need_train: bool) -> None:
+        """Rows of the train documents, and of the val files or a seeded share of the train documents."""
+        if self.val_path:
+            self.datasets["val"] = self._rows(read_text(self.val_path, **self.read_options), "val")
+            if need_train:
+                self.datasets["train"] = self._rows(
+                    read_text(self.require("train"), **self.read_options), "train"
+                )
+            return
+        train, val = train_val_split(read_text(self.require("train"), **self.read_options), self.val_fraction,
+                                     self.seed)  # fmt: skip
+        self.datasets["train"], self.datasets["val"] = self._rows(train, "train"), self._rows(val, "val")
+
+    def _rows(self, texts: Any, split: str) -> list[dict]:
+        """Training rows of a split's documents; evaluation rows carry a mask seed (fixed masks)."""
+        cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        if cls_id is None or sep_id is None:
+            raise ValueError("masked-LM rows need the tokenizer's cls and sep tokens ([CLS]/<s>, [SEP]/</s>)")
+        pairs = self.next_sentence()
+        documents = tokenize_documents(texts["text"], self.tokenizer, self.max_length - (3 if pairs else 2))
+        if pairs:
+            rng = random.Random(f"{self.seed}-{split}")
+            rows = pair_rows(documents, cls_id, sep_id, self.max_length, rng)
+        else:
+            rows = single_rows(documents, cls_id, sep_id, self.max_length)
+        if not rows:
+            raise ValueError(f"the {split} data gives no rows: its documents hold no text to mask")
+        log.info("%s: %d documents -> %d rows of at most %d tokens", split, len(documents), len(rows),
+                 self.max_length)  # fmt: skip
+        if split != "train":
+            rows = [{**row, "mask_seed": self.seed + i} for i, row in enumerate(rows)]
+        return rows
+
+    def collate(self, rows: list[dict]) -> dict[str, Any]:
+        """Pad and mask a batch (fresh masks for training rows, seeded ones for evaluation rows)."""
+        return self.collator(rows)

@@ -1,0 +1,73 @@
+"""LightningModule for masked-LM pretraining: masked-token loss and accuracy, optional NSP loss."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+from torchmetrics import Metric
+from torchmetrics.classification import MulticlassAccuracy
+
+from tasks.masked_lm.model import build_bert
+from tetraformer.core import TransformerConfig
+from tetraformer.data import IGNORE_INDEX
+from tetraformer.training.module import TaskModule
+
+
+class MaskedLanguageModeling(TaskModule):
+    """Pretrains a BERT-style encoder on masked tokens (BERT's 15%, 80/10/10), with NSP when asked.
+
+    The loss is the masked-token cross-entropy (plus the NSP cross-entropy with `next_sentence`); the
+    vocabulary projection runs only at the masked positions. The TaskModule options (arch, optim,
+    init_from, label_smoothing) pass through `**kwargs`.
+    """
+
+    hf_architectures = ("BertForMaskedLM",)
+
+    def __init__(self, next_sentence: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.save_hyperparameters()
+        self.next_sentence = next_sentence
+
+    def network_config(self, datamodule: Any) -> TransformerConfig:
+        """The architecture with the tokenizer's vocabulary, room for the rows, and BERT's two segments.
+
+        Two segment embeddings even without NSP, so a classifier fine-tuned from it can read sentence pairs.
+        """
+        max_len = max(self.arch.max_len, getattr(datamodule, "max_length", 0))
+        types = max(self.arch.type_vocab_size, 2)
+        return self.arch.replace(vocab_size=len(datamodule.tokenizer), max_len=max_len, type_vocab_size=types)
+
+    def make_network(self, cfg: TransformerConfig) -> nn.Module:
+        """A BERT with the masked-LM head (and the NSP head with `next_sentence`)."""
+        return build_bert(cfg, self.next_sentence)
+
+    def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
+        """Masked-token cross-entropy (+ NSP); the masked tokens' predictions feed the accuracy."""
+        labels = batch["labels"]  # (B, T), IGNORE_INDEX where not masked
+        chosen = labels != IGNORE_INDEX  # (B, T)
+        mlm_logits, nsp_logits = self.net.pretraining_logits(
+            batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"), positions=chosen
+        )  # (N, V), (B, 2) | None
+        targets = labels[chosen]  # (N,)
+        mlm_loss = self.cross_entropy(mlm_logits, targets) if len(targets) else mlm_logits.sum()
+        out = {"loss": mlm_loss, "preds": mlm_logits.argmax(-1), "targets": targets}
+        if self.next_sentence:
+            nsp_targets = batch["next_sentence_label"]  # (B,)
+            nsp_loss = self.cross_entropy(nsp_logits, nsp_targets)
+            nsp_accuracy = (nsp_logits.argmax(-1) == nsp_targets).float().mean()
+            out.update(loss=mlm_loss + nsp_loss, mlm_loss=mlm_loss.detach(), nsp_loss=nsp_loss.detach(),
+                       nsp_accuracy=nsp_accuracy)  # fmt: skip
+        return out
+
+    def make_metrics(self) -> dict[str, Metric]:
+        """Accuracy over the epoch's masked tokens (one vote per token, not a mean of batch means)."""
+        return {
+            "mlm_accuracy": MulticlassAccuracy(
+                self.net.cfg.vocab_size, average="micro", ignore_index=IGNORE_INDEX
+            )
+        }
+
+    def batch_tokens(self, batch: dict[str, Tensor]) -> int:
+        """Real (unpadded) tokens fed to the encoder."""
+        return int(batch["attention_mask"].sum())
