@@ -54,7 +54,8 @@ def tiny_config(root: Path, next_sentence: bool = False, **data: object) -> dict
         "model": {
             "class_path": "tasks.masked_lm.module.MaskedLanguageModeling",
             "init_args": {
-                "arch": {"d_model": 64, "n_heads": 2, "n_layers": 2, "d_ff": 128, "max_len": 64},
+                "arch": {"d_model": 64, "n_heads": 2, "n_layers": 2, "d_ff": 128, "max_len": 64,
+                         "norm_position": "post", "embedding_norm": True, "norm_eps": 1e-12},
                 "optim": {"lr": 3e-3, "warmup_steps": 10, "schedule": "constant", "weight_decay": 0.0},
                 "next_sentence": next_sentence,
             },

@@ -1,0 +1,114 @@
+"""End to end through the CLI: a tiny BERT learns masked tokens, NSP, test from the checkpoint, HF both ways."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+import yaml
+
+from tests.tasks.masked_lm.conftest import tiny_config, topic_corpus
+from tetraformer.cli import main
+from tetraformer.core import MaskedLM
+from tetraformer.data import train_tokenizer
+from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
+from tetraformer.training.checkpoint import load_task_module
+
+MASKED_LM = "tasks.masked_lm.module.MaskedLanguageModeling"
+
+
+def metric_rows(run: Path, key: str) -> list[float]:
+    """Every logged value of one metric in the run's (newest) metrics.csv, in order."""
+    metrics = max(run.glob("logs/version_*/metrics.csv"), key=lambda p: p.stat().st_mtime)
+    with metrics.open() as f:
+        return [float(r[key]) for r in csv.DictReader(f) if r.get(key)]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(run dir, corpus) of one 150-step run of a tiny post-norm BERT on the one-word-per-document corpus."""
+    root = tmp_path_factory.mktemp("mlm")
+    corpus = root / "corpus.txt"
+    corpus.write_text(topic_corpus(200), encoding="utf-8")
+    config = root / "fit.yaml"
+    config.write_text(yaml.safe_dump(tiny_config(root / "run", train_path=str(corpus))))
+    main(["fit", "-c", str(config), "--trainer.max_steps", "150", "--trainer.val_check_interval", "50"])
+    return root / "run", corpus
+
+
+def test_tiny_bert_learns_masked_tokens(trained: tuple[Path, Path]) -> None:
+    """Masked-token accuracy over the validation epoch climbs well above chance (1/16 words) and the loss falls."""
+    run, _ = trained
+    accuracy, loss = metric_rows(run, "val/mlm_accuracy"), metric_rows(run, "val/loss")
+    assert accuracy[-1] > 0.7 and accuracy[-1] > accuracy[0]
+    assert loss[-1] < 0.5 * loss[0]
+
+
+def test_checkpoint_carries_tokenizer_and_test_needs_only_it(
+    trained: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The checkpoint stores the run's tokenizer; `test --ckpt_path` reports masked loss and accuracy."""
+    run, corpus = trained
+    ckpt = run / "checkpoints" / "last.ckpt"
+    module = load_task_module(ckpt)
+    assert isinstance(module.net, MaskedLM) and module.net.nsp is None
+    assert (
+        module.tokenizer.get_vocab()
+        == transformers.AutoTokenizer.from_pretrained(run / "tokenizer").get_vocab()
+    )
+    main(["test", "--ckpt_path", str(ckpt), "--data.test_path", str(corpus), "--run.wandb", "disabled",
+          "--trainer.default_root_dir", str(tmp_path / "test")])  # fmt: skip
+    assert metric_rows(tmp_path / "test", "test/mlm_accuracy")[-1] > 0.7
+
+
+def test_export_gives_bert_for_masked_lm_with_our_logits(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    """`convert to-hf` writes a BertForMaskedLM whose logits equal ours on padded, two-segment input."""
+    run, _ = trained
+    ckpt = run / "checkpoints" / "last.ckpt"
+    main(["convert", "to-hf", str(ckpt), str(tmp_path / "hf")])
+    theirs = transformers.BertForMaskedLM.from_pretrained(tmp_path / "hf").eval()
+    ours = load_task_module(ckpt).net
+    ids = torch.randint(5, ours.cfg.vocab_size, (3, 12))
+    mask = torch.ones_like(ids)
+    mask[1, 8:] = 0
+    types = (torch.arange(12) >= 6).long().expand(3, -1)
+    with torch.no_grad():
+        expected = theirs(input_ids=ids, attention_mask=mask, token_type_ids=types).logits
+        torch.testing.assert_close(ours(ids, mask.bool(), types), expected, atol=1e-4, rtol=0)
+    assert (tmp_path / "hf" / "tokenizer.json").is_file()
+
+
+def test_next_sentence_run_logs_nsp_accuracy(run_cli: Callable[..., Path], corpus: Path) -> None:
+    """`--model.next_sentence true` with whole-word masking trains on pairs and reports NSP accuracy."""
+    run = run_cli("fit", "--trainer.max_steps", "10", next_sentence=True, train_path=str(corpus),
+                  whole_word_mask=True)  # fmt: skip
+    nsp = metric_rows(run, "val/nsp_accuracy")
+    assert nsp and 0.0 <= nsp[-1] <= 1.0
+    assert metric_rows(run, "val/mlm_accuracy") and metric_rows(run, "train/nsp_loss")
+    assert load_task_module(run / "checkpoints" / "last.ckpt").net.nsp is not None
+
+
+def test_from_hf_bert_for_masked_lm_gives_a_checkpoint_test_accepts(
+    run_cli: Callable[..., Path], corpus: Path, tmp_path: Path
+) -> None:
+    """A tiny random BertForMaskedLM converts to a masked_lm checkpoint with transformers' logits; `test` runs it."""
+    src = tmp_path / "hf_bert"
+    tokenizer = train_tokenizer([corpus], "wordpiece", 100, src)
+    config = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    torch.manual_seed(0)
+    hf = transformers.BertForMaskedLM(config).eval()
+    hf.save_pretrained(src)
+    ckpt = tmp_path / "bert.ckpt"
+    main(["convert", "from-hf", str(src), str(ckpt)])
+    assert read_checkpoint(ckpt)[PAYLOAD_KEY]["class_path"] == MASKED_LM
+    ours = load_task_module(ckpt).net
+    ids = torch.randint(5, len(tokenizer), (2, 10))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids), hf(input_ids=ids).logits, atol=1e-4, rtol=0)
+    run_cli("test", "--ckpt_path", str(ckpt), test_path=str(corpus))
+    assert metric_rows(tmp_path / "run", "test/loss")
