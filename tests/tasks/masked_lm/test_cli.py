@@ -112,3 +112,5 @@ def test_from_hf_bert_for_masked_lm_gives_a_checkpoint_test_accepts(
         torch.testing.assert_close(ours(ids), hf(input_ids=ids).logits, atol=1e-4, rtol=0)
     run_cli("test", "--ckpt_path", str(ckpt), test_path=str(corpus))
     assert metric_rows(tmp_path / "run", "test/loss")
+    run_cli("validate", "--model.init_from", str(src), train_path=str(corpus), tokenizer=str(src))
+    assert metric_rows(tmp_path / "run", "val/mlm_accuracy")  # init_from reads the HF directory itself
