@@ -20,6 +20,7 @@ class MaskedLMData(TaskDataModule):
     """Plain text or JSONL/JSON/CSV/TSV (a text field); each document's sentences packed into rows.
 
     Plain text follows BERT's format by default: one sentence per line, a blank line between documents.
+    `predict` fills in the mask tokens of each line of its file (fill-mask).
     Rows are built once; masks are drawn when a batch is built, so every epoch sees new ones (validation
     and test rows keep fixed masks, so their losses compare across epochs). With the module's
     `next_sentence`, rows are sentence pairs with segment ids and a next_sentence_label.
@@ -81,6 +82,9 @@ class MaskedLMData(TaskDataModule):
             self._build_train_val(need_train=stage == "fit")
         if stage == "test":
             self.datasets["test"] = self._rows(read_text(self.require("test"), **self.read_options), "test")
+        if stage == "predict":
+            rows = read_text(self.require("predict"), **{**self.read_options, "documents": "line"})
+            self.datasets["predict"] = list(rows["text"])
 
     def _build_train_val(self, need_train: bool) -> None:
         """Rows of the train documents, and of the val files or a seeded share of the train documents."""
@@ -115,6 +119,14 @@ class MaskedLMData(TaskDataModule):
             rows = [{**row, "mask_seed": self.seed + i} for i, row in enumerate(rows)]
         return rows
 
-    def collate(self, rows: list[dict]) -> dict[str, Any]:
-        """Pad and mask a batch (fresh masks for training rows, seeded ones for evaluation rows)."""
+    def collate(self, rows: list[Any]) -> dict[str, Any]:
+        """Pad and mask a batch (fresh masks for training rows, seeded ones for evaluation rows).
+
+        Predict batches are texts in which the user wrote the mask token: encoded as they are, padded.
+        """
+        if isinstance(rows[0], str):
+            encoded = self.tokenizer(rows, padding=True, truncation=True, max_length=self.max_length,
+                                     return_tensors="pt")  # fmt: skip
+            return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"].bool(),
+                    "texts": rows}  # fmt: skip
         return self.collator(rows)

@@ -17,6 +17,7 @@ from tetraformer.training.module import TaskModule
 class MaskedLanguageModeling(TaskModule):
     """Pretrains a BERT-style encoder on masked tokens (BERT's 15%, 80/10/10), with NSP when asked.
 
+    `predict` fills in the mask tokens users write in their texts (the `top_k` candidates per mask).
     The loss is the masked-token cross-entropy (plus the NSP cross-entropy with `next_sentence`); the
     vocabulary projection runs only at the masked positions. The TaskModule options (arch, optim,
     init_from, label_smoothing) pass through `**kwargs`.
@@ -24,10 +25,10 @@ class MaskedLanguageModeling(TaskModule):
 
     hf_architectures = ("BertForMaskedLM",)
 
-    def __init__(self, next_sentence: bool = False, **kwargs: Any) -> None:
+    def __init__(self, next_sentence: bool = False, top_k: int = 5, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.save_hyperparameters()
-        self.next_sentence = next_sentence
+        self.next_sentence, self.top_k = next_sentence, top_k
 
     def network_config(self, datamodule: Any) -> TransformerConfig:
         """The architecture with the tokenizer's vocabulary, room for the rows, and BERT's two segments.
@@ -67,6 +68,24 @@ class MaskedLanguageModeling(TaskModule):
                 self.net.cfg.vocab_size, average="micro", ignore_index=IGNORE_INDEX
             )
         }
+
+    def predict_step(self, batch: dict[str, Any], batch_idx: int) -> list[dict[str, Any]]:
+        """Fill-mask: per text, the `top_k` tokens (with probabilities) for each mask token it holds."""
+        ids = batch["input_ids"]  # (B, T)
+        at_mask = ids == self.tokenizer.mask_token_id  # (B, T)
+        probs = self.net.pretraining_logits(ids, batch["attention_mask"], positions=at_mask)[0].softmax(-1)
+        top = probs.topk(min(self.top_k, probs.shape[-1]), dim=-1)  # (N, k) over the batch's masks
+        counts = at_mask.sum(1).tolist()
+        out, start = [], 0
+        for text, n in zip(batch["texts"], counts, strict=True):
+            masks = [
+                [{"token": self.tokenizer.convert_ids_to_tokens(int(i)), "score": round(float(p), 6)}
+                 for p, i in zip(top.values[m], top.indices[m], strict=True)]
+                for m in range(start, start + n)
+            ]  # fmt: skip
+            out.append({"text": text, "masks": masks})
+            start += n
+        return out
 
     def batch_tokens(self, batch: dict[str, Tensor]) -> int:
         """Real (unpadded) tokens fed to the encoder."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,6 +64,23 @@ def test_checkpoint_carries_tokenizer_and_test_needs_only_it(
     main(["test", "--ckpt_path", str(ckpt), "--data.test_path", str(corpus), "--run.wandb", "disabled",
           "--trainer.default_root_dir", str(tmp_path / "test")])  # fmt: skip
     assert metric_rows(tmp_path / "test", "test/mlm_accuracy")[-1] > 0.7
+
+
+def test_predict_fills_in_the_mask_tokens(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    """`predict` gives, per line, the top-5 candidates of each mask token; the document's word comes first."""
+    run, _ = trained
+    texts = tmp_path / "masked.txt"
+    texts.write_text(
+        "seven seven <mask> seven .\nnine <mask> nine nine . nine nine <mask> .\n", encoding="utf-8"
+    )
+    main(["predict", "--ckpt_path", str(run / "checkpoints" / "last.ckpt"), "--data.predict_path", str(texts),
+          "--run.wandb", "disabled", "--trainer.default_root_dir", str(tmp_path / "predict")])  # fmt: skip
+    lines = (tmp_path / "predict" / "predictions.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["text"] for r in records] == texts.read_text().splitlines()
+    assert [len(r["masks"]) for r in records] == [1, 2]
+    assert all(len(candidates) == 5 for r in records for candidates in r["masks"])
+    assert [candidates[0]["token"] for r in records for candidates in r["masks"]] == ["seven", "nine", "nine"]
 
 
 def test_export_gives_bert_for_masked_lm_with_our_logits(trained: tuple[Path, Path], tmp_path: Path) -> None:
