@@ -1,7 +1,8 @@
 """BERT checkpoints in and out: BertModel, BertForMaskedLM, BertForSequenceClassification, BertForTokenClassification.
 
 Every class runs the core's TextEncoder (post-norm, normalised embeddings, learned positions, segments)
-under Hugging Face's input names; heads sit beside it: the tanh pooler, the MLM head, the classifiers.
+under Hugging Face's input names; heads sit beside it: the tanh pooler, the classifiers. BertForMaskedLM's
+core is the whole MaskedLM (encoder + MLM head), the network a masked-LM checkpoint stores.
 """
 
 from __future__ import annotations
