@@ -166,7 +166,9 @@ class TextClassificationData(TaskDataModule):
         if long:
             log.warning("%s: %d of %d rows are longer than max_length=%d tokens and were truncated", path,
                         len(long), len(texts), self.max_length)  # fmt: skip
-        types = out.get("token_type_ids") or [[0] * len(ids) for ids in out["input_ids"]]
+        # segment ids from the tokenizer's own template (its type ids), whether or not it returns them itself
+        types = [e.type_ids for e in out.encodings] if out.encodings else out.get("token_type_ids")
+        types = types or [[0] * len(ids) for ids in out["input_ids"]]
         return [{"input_ids": ids, "token_type_ids": t} for ids, t in zip(out["input_ids"], types, strict=True)]
 
     # --- batches -------------------------------------------------------------------------------------
