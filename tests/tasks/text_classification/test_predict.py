@@ -24,5 +24,5 @@ def test_predict_from_checkpoint_alone(run_cli: Callable[..., Path], splits: dic
     assert [o["id"] for o in out] == [r["id"] for r in rows] and all(o["source"] == "web" for o in out)
     for record in out:
         assert record["predicted"] in ("food", "money", "sport")
-        assert len(record["probabilities"]) == 3 and sum(record["probabilities"].values()) <= 1.0 + 1e-6
+        assert len(record["probabilities"]) == 3 and sum(record["probabilities"].values()) <= 1.0 + 1e-5  # six-decimal rounding
         assert record["predicted"] == max(record["probabilities"], key=record["probabilities"].get)
