@@ -197,7 +197,7 @@ def convert_command(argv: list[str]) -> None:
     from tetraformer.interop import load_hf
     from tetraformer.interop.convert import export_network, import_checkpoint
     from tetraformer.interop.files import read_config
-    from tetraformer.payload import save_checkpoint
+    from tetraformer.payload import PAYLOAD_KEY, read_checkpoint, save_checkpoint
 
     if args.direction == "from-hf":
         architecture = (read_config(args.src_dir).get("architectures") or [""])[0]
@@ -209,7 +209,8 @@ def convert_command(argv: list[str]) -> None:
         from tetraformer.training.checkpoint import load_network
 
         net, tokenizer = load_network(args.ckpt)
-        out = export_network(net, tokenizer, args.out_dir)
+        vocabulary = read_checkpoint(args.ckpt)[PAYLOAD_KEY]["task"].get("labels") or {}  # a LabelVocabulary state
+        out = export_network(net, tokenizer, args.out_dir, vocabulary.get("labels"), vocabulary.get("multi_label", False))
         log.info("%s -> %s (%s)", args.ckpt, out, load_hf(out).architecture)
 
 

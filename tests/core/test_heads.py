@@ -63,8 +63,8 @@ def test_last_pooling_reads_the_last_real_token_of_any_padding() -> None:
 
 
 def test_classification_head_rejects_unknown_pooling() -> None:
-    """Only cls, mean and last pooling exist; the error lists them."""
-    with pytest.raises(ValueError, match=r"pooling='max'; expected one of \('cls', 'mean', 'last'\)"):
+    """Only cls, mean, last and decoder pooling exist; the error lists them."""
+    with pytest.raises(ValueError, match=r"pooling='max'; expected one of \('cls', 'mean', 'last', 'decoder'\)"):
         ClassificationHead(32, 3, pooling="max")
 
 

@@ -14,6 +14,7 @@ from torch.testing import assert_close
 from tetraformer.core import ImageEncoder, SequenceClassifier, TokenClassifier, build_backbone
 from tetraformer.core.config import AttentionBackend, Position, TransformerConfig
 from tetraformer.core.generation import position_ids
+from tetraformer.core.models import DECODER_START_ID
 
 POSITIONS = get_args(Position)
 BACKENDS = get_args(AttentionBackend)
@@ -329,3 +330,15 @@ def test_token_classifier_labels_every_token_and_ignores_padding(
     logits = model(ids, attention_mask=mask)
     assert logits.shape == (2, 7, 5)
     assert_close(logits[1, :4], model(ids[1:, :4])[0], **TOL)
+
+
+def test_decoder_pooling_classifies_one_decoder_step() -> None:
+    """pooling='decoder' equals the head on the decoder's state for the start token; other backbones refuse it."""
+    cfg = TransformerConfig(d_model=32, n_heads=2, n_layers=1, d_ff=64, vocab_size=50, max_len=16, dropout=0.0)
+    net = SequenceClassifier(build_backbone(cfg, "encoder_decoder"), 3, pooling="decoder").eval()
+    ids = torch.randint(1, 50, (2, 5))
+    start = torch.full((2, 1), DECODER_START_ID)
+    state = net.backbone.forward_features(ids, decoder_input_ids=start).last_hidden_state  # (B, 1, D)
+    torch.testing.assert_close(net(ids), net.head.classifier(net.head.pooler(state[:, 0])))
+    with pytest.raises(ValueError, match="encoder-decoder"):
+        SequenceClassifier(build_backbone(cfg, "encoder"), 3, pooling="decoder")

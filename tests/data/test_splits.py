@@ -42,3 +42,11 @@ def test_empty_val_or_train_is_an_error(numbers) -> None:
         train_val_split(small, 0.9, seed=0)
     with pytest.raises(ValueError, match="val_fraction must be between 0 and 1"):
         train_val_split(small, 1.0, seed=0)
+
+
+def test_lists_split_like_tensors() -> None:
+    """A list splits into the same rows as a tensor of its indices with the same seed."""
+    rows = list(range(50))
+    train, val = train_val_split(rows, 0.2, seed=5)
+    t_train, t_val = train_val_split(torch.arange(50), 0.2, seed=5)
+    assert train == t_train.tolist() and val == t_val.tolist()

@@ -10,6 +10,7 @@ import transformers
 from torch import nn
 
 from tests.interop.text_checkpoints import state_dicts_equal
+from tetraformer.core import SequenceClassifier
 from tetraformer.interop import FAMILIES, HFModel, InteropError, architectures, export_class, load_hf, save_hf
 from tetraformer.interop.convert import export_network
 
@@ -37,7 +38,8 @@ def saved_hf_model(architecture: str, path: Path) -> Path:
 
 
 def test_one_spec_per_family() -> None:
-    """Four families, each architecture in exactly one of them, each a transformers class; each exports a type."""
+    """Four families, each architecture in exactly one of them, each a transformers class; each network type
+    exports through one family only (BERT exports the encoder and the classifier on it)."""
     assert sorted(FAMILIES) == ["BERT", "GPT-2", "T5", "ViT"]
     heads = [c.architecture for spec in FAMILIES.values() for c in spec.heads]
     assert len(heads) == len(set(heads)) == len(ARCHITECTURES) >= 10
@@ -45,6 +47,8 @@ def test_one_spec_per_family() -> None:
     for spec in FAMILIES.values():
         assert callable(spec.config_from_hf) and callable(spec.config_to_hf)
         assert len(spec.exports) >= 1 and set(spec.exports.values()) <= {c.architecture for c in spec.heads}
+    exported = [t for spec in FAMILIES.values() for t in spec.exports]
+    assert len(exported) == len(set(exported))
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
@@ -62,13 +66,19 @@ def test_every_architecture_loads_and_saves(architecture: str, tmp_path: Path) -
 
 @pytest.mark.parametrize(("architecture", "network"), EXPORTS)
 def test_every_exportable_network_converts(architecture: str, network: str, tmp_path: Path) -> None:
-    """A family's core network exports as its architecture, and the export imports back to the same core."""
-    core = load_hf(saved_hf_model(architecture, tmp_path / "src")).core
-    assert type(core).__name__ == network
-    out = export_network(core, None, tmp_path / "out")
+    """A family's core network (or a task network on it) exports as its architecture and imports back the same."""
+    model = load_hf(saved_hf_model(architecture, tmp_path / "src"))
+    net = model.core
+    if network == "SequenceClassifier":  # the classifier head beside the encoder, as a task network holds it
+        net = SequenceClassifier(model.core, model.head.classifier.out_features, pooling="cls", pooler=True)
+        net.head = model.head
+    assert type(net).__name__ == network
+    out = export_network(net, None, tmp_path / "out")
     assert json.loads((out / "config.json").read_text())["architectures"] == [architecture]
-    again = load_hf(out).core
-    assert state_dicts_equal(again, core)
+    again = load_hf(out)
+    assert state_dicts_equal(again.core, model.core)
+    if network == "SequenceClassifier":
+        assert state_dicts_equal(again.head, model.head)
     getattr(transformers, architecture).from_pretrained(out)
 
 

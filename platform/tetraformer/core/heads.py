@@ -11,7 +11,7 @@ from tetraformer.core.config import TransformerConfig
 from tetraformer.core.layers import ACTIVATIONS, make_norm
 from tetraformer.core.linear import Linear
 
-Pooling = Literal["cls", "mean", "last"]
+Pooling = Literal["cls", "mean", "last", "decoder"]  # decoder: a one-step decoder state (encoder-decoder)
 POOLINGS: tuple[str, ...] = get_args(Pooling)
 
 
@@ -53,7 +53,8 @@ class ClassificationHead(nn.Module):
     """Pool a sequence, optionally through a tanh pooler, then classify.
 
     Pooling: `cls` reads position 0, `mean` averages the real tokens, `last` reads each row's last real
-    token (found from the mask, so right- and left-padded rows both work; with no mask, the last position).
+    token (found from the mask, so right- and left-padded rows both work; with no mask, the last position);
+    `decoder` reads position 0 of features that are already one decoder step (see SequenceClassifier).
     """
 
     def __init__(
@@ -79,7 +80,7 @@ class ClassificationHead(nn.Module):
 
 def pool(h: Tensor, mask: Tensor | None, pooling: Pooling) -> Tensor:
     """(B, T, D) features and (B, T) real-token mask -> (B, D) one vector per row."""
-    if pooling == "cls":
+    if pooling in ("cls", "decoder"):
         return h[:, 0]
     if pooling == "last":
         return h[:, -1] if mask is None else h[torch.arange(len(h), device=h.device), last_real_index(mask)]

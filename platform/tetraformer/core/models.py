@@ -7,6 +7,7 @@ its features (and the real-token mask) to outputs, so a head can sit on any back
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from tetraformer.core.backbones import ImageEncoder, TextDecoder, TextEncoder, TextEncoderDecoder
@@ -20,6 +21,8 @@ from tetraformer.core.heads import (
     TokenClassificationHead,
 )
 from tetraformer.core.init import init_weights
+
+DECODER_START_ID = 0  # the pad id of the project's tokenizers, T5's decoder start convention
 
 __all__ = [
     "CausalLM",
@@ -38,7 +41,8 @@ class SequenceClassifier(nn.Module):
     """Any backbone (text or image, encoder or decoder) with a pooled classification head.
 
     pooling None takes the backbone's natural choice: [CLS] on encoders, the last real token on causal
-    decoders, the mean over the encoder of an encoder-decoder.
+    decoders, the mean over the encoder of an encoder-decoder. `decoder` (encoder-decoder only) runs one
+    decoder step from token DECODER_START_ID over the encoded row and classifies that state.
     """
 
     def __init__(
@@ -51,13 +55,19 @@ class SequenceClassifier(nn.Module):
                 f"pooling='cls' on causal {type(backbone).__name__}: token 0 has seen nothing but itself; "
                 "use 'last' (the last real token has seen the whole row) or 'mean'"
             )
-        self.backbone = backbone
+        if pooling == "decoder" and not isinstance(backbone, TextEncoderDecoder):
+            raise ValueError(f"pooling='decoder' needs an encoder-decoder backbone, not {type(backbone).__name__}")
+        self.backbone, self.cfg = backbone, backbone.cfg  # cfg: what checkpoints and optimizers read
         d, p = backbone.cfg.d_model, backbone.cfg.dropout
         self.head = ClassificationHead(d, num_classes, pooling, pooler, dropout=p)
         init_weights(self.head, backbone.cfg)
 
     def forward(self, *args: Tensor, attention_mask: Tensor | None = None, **kw: Tensor) -> Tensor:
         """Backbone inputs -> (B, num_classes) logits."""
+        if self.head.pooling == "decoder":
+            ids = args[0] if args else kw["input_ids"]  # (B, S)
+            start = torch.full_like(ids[:, :1], DECODER_START_ID)  # (B, 1): one decoder step
+            kw = {**kw, "decoder_input_ids": start}
         features = self.backbone.forward_features(
             *args, attention_mask=attention_mask, **kw
         ).last_hidden_state
@@ -69,7 +79,7 @@ class TokenClassifier(nn.Module):
 
     def __init__(self, backbone: nn.Module, num_labels: int) -> None:
         super().__init__()
-        self.backbone = backbone
+        self.backbone, self.cfg = backbone, backbone.cfg
         self.head = TokenClassificationHead(backbone.cfg.d_model, num_labels, dropout=backbone.cfg.dropout)
         init_weights(self.head, backbone.cfg)
 

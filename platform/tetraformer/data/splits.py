@@ -13,11 +13,11 @@ from tetraformer.data.errors import DataError
 
 logger = logging.getLogger(__name__)
 
-Splittable = TypeVar("Splittable", Dataset, torch.Tensor)
+Splittable = TypeVar("Splittable", Dataset, torch.Tensor, list)
 
 
 def train_val_split(data: Splittable, val_fraction: float, seed: int = 0) -> tuple[Splittable, Splittable]:
-    """Split a Dataset (rows) or tensor (first dim) into (train, val); each keeps the original order."""
+    """Split a Dataset (rows), list or tensor (first dim) into (train, val); each keeps the original order."""
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must be between 0 and 1 (exclusive), got {val_fraction}")
     total = len(data)
@@ -36,4 +36,6 @@ def _take(data: Splittable, indices: np.ndarray) -> Splittable:
     """Rows at the given indices."""
     if isinstance(data, torch.Tensor):
         return data[torch.from_numpy(indices)]
+    if isinstance(data, list):
+        return [data[i] for i in indices.tolist()]
     return data.select(indices.tolist())

@@ -10,9 +10,15 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from torch import Tensor
+from torch import Tensor, nn
 
-from tetraformer.core import ClassificationHead, MaskedLM, TextEncoder, TokenClassificationHead
+from tetraformer.core import (
+    ClassificationHead,
+    MaskedLM,
+    SequenceClassifier,
+    TextEncoder,
+    TokenClassificationHead,
+)
 from tetraformer.core.config import TransformerConfig
 from tetraformer.interop.errors import InteropError
 from tetraformer.interop.heads import (
@@ -267,6 +273,24 @@ class HFBertForSequenceClassification(BertBase):
         h = self.features(input_ids, attention_mask, token_type_ids)
         return ModelOutput(logits=self.head(h, attention_mask))
 
+    @classmethod
+    def from_network(
+        cls, net: nn.Module, hf_config: dict, tokenizer_dir: Path | None = None
+    ) -> HFBertForSequenceClassification:
+        """A SequenceClassifier on a TextEncoder with BERT's head ([CLS], tanh pooler), its head shared."""
+        head = getattr(net, "head", None)
+        if not isinstance(getattr(net, "backbone", None), TextEncoder) or not isinstance(head, ClassificationHead):
+            raise InteropError("only a classifier on an encoder backbone exports as BertForSequenceClassification")
+        if head.pooling != "cls" or isinstance(head.pooler, nn.Identity):
+            raise InteropError(
+                f"BertForSequenceClassification reads [CLS] through the tanh pooler; this classifier has "
+                f"pooling={head.pooling!r}, pooler={not isinstance(head.pooler, nn.Identity)} (train with "
+                "--model.pooling cls --model.pooler true to export it)"
+            )
+        model = cls(net.backbone, {**hf_config, "num_labels": head.classifier.out_features}, tokenizer_dir)
+        model.head = head
+        return model
+
     def head_rules(self, prefix: str) -> list[Rule]:
         """The pooler (inside HF's encoder) and the classifier."""
         return pooler_rules("head.pooler", prefix) + weight_and_bias("head.classifier", "classifier")
@@ -320,6 +344,7 @@ def load(cls: type[BertBase], hf: dict, weights: dict[str, Tensor], source: str)
 SPEC = FamilySpec(
     name="BERT", config_from_hf=config_from_hf, config_to_hf=config_to_hf,
     heads=(HFBertModel, HFBertForMaskedLM, HFBertForSequenceClassification, HFBertForTokenClassification),
-    load=load, exports={TextEncoder: "BertModel", MaskedLM: "BertForMaskedLM"},
+    load=load,
+    exports={TextEncoder: "BertModel", MaskedLM: "BertForMaskedLM", SequenceClassifier: "BertForSequenceClassification"},
 )  # fmt: skip
 register(SPEC)

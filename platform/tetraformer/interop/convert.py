@@ -17,15 +17,30 @@ from tetraformer.payload import make_checkpoint
 log = logging.getLogger(__name__)
 
 
-def export_network(net: nn.Module, tokenizer: Any, out_dir: str | Path) -> Path:
-    """Write a core network (and its tokenizer) as the Hugging Face architecture its family exports as."""
+def export_network(
+    net: nn.Module, tokenizer: Any, out_dir: str | Path, labels: list[str] | None = None, multi_label: bool = False
+) -> Path:
+    """Write a core network (and its tokenizer) as the Hugging Face architecture its family exports as.
+
+    A classifier's `labels` (its label vocabulary, in output order) become config.json's id2label/label2id.
+    """
     wrapper = export_class(net)
+    hf_config = label_config(labels, multi_label) if labels else {}
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer_dir = None
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
             tokenizer_dir = Path(tmp)
-        return save_hf(wrapper(net, {}, tokenizer_dir), out_dir)
+        return save_hf(wrapper.from_network(net, hf_config, tokenizer_dir), out_dir)
+
+
+def label_config(labels: list[str], multi_label: bool) -> dict:
+    """config.json entries naming a classifier's outputs (and its problem type when multi-label)."""
+    config: dict = {"id2label": {str(i): name for i, name in enumerate(labels)}}
+    config["label2id"] = {name: i for i, name in enumerate(labels)}
+    if multi_label:
+        config["problem_type"] = "multi_label_classification"
+    return config
 
 
 def import_checkpoint(

@@ -28,6 +28,11 @@ class HFModel(nn.Module):
         super().__init__()
         self.core, self.hf_config, self.tokenizer_dir = core, hf_config, tokenizer_dir
 
+    @classmethod
+    def from_network(cls, net: nn.Module, hf_config: dict, tokenizer_dir: Path | None = None) -> HFModel:
+        """This class around a core network to export (head classes unwrap task networks)."""
+        return cls(net, hf_config, tokenizer_dir)
+
     def export_config(self) -> dict:
         """config.json entries for this model (the registry adds `architectures`)."""
         raise NotImplementedError

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import logging
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from tetraformer.data.tokenizer import load_tokenizer
 from tetraformer.payload import (
     PAYLOAD_KEY,
     CheckpointError,
@@ -17,7 +19,11 @@ from tetraformer.payload import (
     network_config,
     network_state,
     read_checkpoint,
+    tokenizer_from_state,
 )
+
+log = logging.getLogger(__name__)
+BACKBONE_PREFIX = "backbone."  # where task networks keep a reusable backbone (SequenceClassifier, MaskedLM)
 
 
 def load_task_module(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
@@ -39,6 +45,34 @@ def load_network(path: str | Path) -> tuple[nn.Module, Any]:
 
 
 def load_weights(net: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
+    """Copy the source's tensors into `net`: the whole network, or only its `backbone` when the source is one.
+
+    A source holding every tensor of `net` loads whole. Otherwise a network with a `backbone` attribute takes
+    the source's `backbone.*` tensors (a task network on the same backbone, e.g. masked LM) or the source
+    itself (a bare backbone, an imported Hugging Face encoder, a language model whose head is left out),
+    keeps its own head fresh and logs both. A missing key or a shape mismatch is an error naming both.
+    """
+    backbone = getattr(net, "backbone", None)
+    if isinstance(backbone, nn.Module) and not set(net.state_dict()) <= set(state):
+        _load_backbone(net, backbone, state, source)
+        return
+    _load_exact(net, state, source)
+
+
+def _load_backbone(net: nn.Module, backbone: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
+    """Load a backbone from a source's `backbone.*` tensors (or all of them); log what stays unused or fresh."""
+    inner = {k[len(BACKBONE_PREFIX) :]: v for k, v in state.items() if k.startswith(BACKBONE_PREFIX)}
+    prefix = BACKBONE_PREFIX if inner else ""
+    inner = inner or state
+    _load_exact(backbone, inner, source)
+    left_out = sorted(prefix + k for k in set(inner) - set(backbone.state_dict()))
+    left_out += sorted(k for k in state if prefix and not k.startswith(prefix))
+    fresh = sorted(k for k in net.state_dict() if not k.startswith(BACKBONE_PREFIX))
+    log.info("%s: loaded the backbone (%d tensors); left out of the source: %s; starting fresh: %s", source,
+             len(backbone.state_dict()), ", ".join(left_out) or "nothing", ", ".join(fresh) or "nothing")  # fmt: skip
+
+
+def _load_exact(net: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
     """Copy matching tensors into `net`; a missing key or a shape mismatch is an error naming both."""
     own = net.state_dict()
     missing = sorted(set(own) - set(state))
@@ -50,6 +84,14 @@ def load_weights(net: nn.Module, state: dict[str, torch.Tensor], source: str) ->
                 f"{source}: tensor '{key}' has shape {tuple(state[key].shape)}, model expects {tuple(tensor.shape)}"
             )
     net.load_state_dict({k: state[k] for k in own})
+
+
+def source_tokenizer(source: str | Path) -> Any:
+    """The tokenizer an `init_from` source was trained with: a checkpoint's stored one, a directory's files."""
+    path = Path(source)
+    if path.is_dir():
+        return load_tokenizer(path)
+    return tokenizer_from_state(read_checkpoint(path)[PAYLOAD_KEY]["tokenizer"])
 
 
 def starting_point(source: str | Path) -> StartingPoint:

@@ -90,7 +90,10 @@ class TaskModule(L.LightningModule):
         return 0
 
     def task_state(self) -> dict[str, Any]:
-        """Task settings a checkpoint must carry (label vocabulary, ...); plain data only."""
+        """Task settings a checkpoint must carry; plain data only.
+
+        A classifier keeps its LabelVocabulary state under "labels": `convert to-hf` names the outputs from it.
+        """
         return {}
 
     def load_task_state(self, state: dict[str, Any]) -> None:

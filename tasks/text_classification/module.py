@@ -1,0 +1,174 @@
+"""LightningModule for text classification: cross-entropy (or BCE for multi-label), accuracy/F1, predictions."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+from torchmetrics import Metric
+from torchmetrics.classification import (
+    MulticlassAccuracy,
+    MulticlassF1Score,
+    MultilabelExactMatch,
+    MultilabelF1Score,
+)
+
+from tasks.text_classification.model import ClassifierPooling, build_classifier
+from tetraformer.core import TextEncoder, TransformerConfig
+from tetraformer.core.backbones import BackboneKind
+from tetraformer.data import DataError, LabelVocabulary
+from tetraformer.training.module import TaskModule
+
+
+class TextClassification(TaskModule):
+    """A classification head on an encoder, decoder or encoder-decoder backbone, trained on labelled text.
+
+    Single-label rows learn with (class-weighted) cross-entropy; multi-label rows with BCE, a label predicted
+    when its probability reaches `threshold`. The label vocabulary travels in the checkpoint. The TaskModule
+    options (arch, optim, init_from, label_smoothing) pass through `**kwargs`.
+    """
+
+    hf_architectures = ("BertForSequenceClassification",)
+
+    def __init__(
+        self,
+        backbone: BackboneKind = "encoder",
+        pooling: ClassifierPooling | None = None,
+        pooler: bool = True,
+        class_weights: list[float] | Literal["balanced"] | None = None,
+        threshold: float = 0.5,
+        top_k: int = 3,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.save_hyperparameters(ignore=["top_k"])  # a predict-time choice: not restored over the command line
+        self.backbone_kind, self.pooling, self.pooler = backbone, pooling, pooler
+        self.class_weights, self.threshold, self.top_k = class_weights, threshold, top_k
+        self.vocabulary: LabelVocabulary | None = None
+        self.loss_weights: Tensor | None = None
+
+    # --- network -------------------------------------------------------------------------------------
+    def configure_model(self) -> None:
+        """Take the data's label vocabulary, then build; without one (evaluating a checkpoint) the checkpoint builds."""
+        if self.net is None and self._trainer is not None:
+            self.vocabulary = self.vocabulary or getattr(self.trainer.datamodule, "vocabulary", None)
+            if self.vocabulary is None:
+                return
+        super().configure_model()
+
+    def network_config(self, datamodule: Any) -> TransformerConfig:
+        """The architecture with the tokenizer's vocabulary, room for max_length, segments on an encoder."""
+        max_len = max(self.arch.max_len, getattr(datamodule, "max_length", 0))
+        types = self.arch.type_vocab_size or (2 if self.backbone_kind == "encoder" else 0)
+        return self.arch.replace(vocab_size=len(datamodule.tokenizer), max_len=max_len, type_vocab_size=types)
+
+    def make_network(self, cfg: TransformerConfig) -> nn.Module:
+        """A SequenceClassifier with one output per label."""
+        return build_classifier(cfg, self.backbone_kind, len(self.vocabulary), self.pooling, self.pooler)
+
+    def task_state(self) -> dict[str, Any]:
+        """The label vocabulary."""
+        return {"labels": self.vocabulary.state()}
+
+    def load_task_state(self, state: dict[str, Any]) -> None:
+        """Restore the label vocabulary."""
+        self.vocabulary = LabelVocabulary.from_state(state["labels"])
+
+    @property
+    def multi_label(self) -> bool:
+        """Whether rows carry a set of labels."""
+        return self.vocabulary.multi_label
+
+    # --- the data's labels ---------------------------------------------------------------------------
+    def on_fit_start(self) -> None:
+        """Share labels with the data, set the loss weights, build metrics."""
+        self._share_labels()
+        self.loss_weights = self._loss_weights()
+        super().on_fit_start()
+
+    def on_validation_start(self) -> None:
+        """Share labels with the data before its labels are needed."""
+        self._share_labels()
+        super().on_validation_start()
+
+    def on_test_start(self) -> None:
+        """Share labels with the data before its labels are needed."""
+        self._share_labels()
+        super().on_test_start()
+
+    def _share_labels(self) -> None:
+        """Encode the data's labels with this model's vocabulary (a checkpoint's wins); mismatches are errors."""
+        datamodule = self.trainer.datamodule
+        theirs = getattr(datamodule, "vocabulary", None)
+        if theirs is self.vocabulary or datamodule is None:
+            return
+        if theirs is not None and "train" in datamodule.datasets and theirs.names != self.vocabulary.names:
+            raise DataError(f"the training data's labels ({theirs.describe()}) differ from the checkpoint's "
+                            f"({self.vocabulary.describe()})")  # fmt: skip
+        datamodule.use_labels(self.vocabulary)
+
+    def _loss_weights(self) -> Tensor | None:
+        """Per-class loss weights: the given list, or 'balanced' = rows / (classes * rows of the class)."""
+        if self.class_weights is None:
+            return None
+        n = len(self.vocabulary)
+        if self.class_weights == "balanced":
+            counts = torch.tensor(self.trainer.datamodule.label_counts(), dtype=torch.float).clamp(min=1.0)
+            return len(self.trainer.datamodule.datasets["train"]) / (n * counts)  # (C,)
+        if len(self.class_weights) != n:
+            raise ValueError(f"--model.class_weights has {len(self.class_weights)} values for {n} labels")
+        return torch.tensor(self.class_weights, dtype=torch.float)
+
+    # --- steps ---------------------------------------------------------------------------------------
+    def forward_batch(self, batch: dict[str, Tensor]) -> Tensor:
+        """(B, T) ids, mask (and segments on an encoder) -> (B, C) logits."""
+        extra = {"token_type_ids": batch["token_type_ids"]} if isinstance(self.net.backbone, TextEncoder) else {}
+        return self.net(batch["input_ids"], attention_mask=batch["attention_mask"], **extra)
+
+    def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
+        """Loss over the batch; logits (single-label) or probabilities (multi-label) feed the metrics."""
+        logits = self.forward_batch(batch).float()  # (B, C)
+        targets = batch["labels"]  # (B,) class ids or (B, C) multi-hot
+        weights = None if self.loss_weights is None else self.loss_weights.to(logits.device)
+        if self.multi_label:
+            loss = nn.functional.binary_cross_entropy_with_logits(logits, targets.float(), weight=weights)
+            return {"loss": loss, "preds": logits.detach().sigmoid(), "targets": targets}
+        smoothing = self.label_smoothing if self.training else 0.0
+        loss = nn.functional.cross_entropy(logits, targets, weight=weights, label_smoothing=smoothing)
+        return {"loss": loss, "preds": logits.detach(), "targets": targets}
+
+    def make_metrics(self) -> dict[str, Metric]:
+        """Accuracy and macro-F1; multi-label: micro/macro F1 and exact-match accuracy at the threshold."""
+        n = len(self.vocabulary)
+        if self.multi_label:
+            return {
+                "f1_micro": MultilabelF1Score(n, threshold=self.threshold, average="micro"),
+                "f1_macro": MultilabelF1Score(n, threshold=self.threshold, average="macro"),
+                "exact_match": MultilabelExactMatch(n, threshold=self.threshold),
+            }
+        return {"acc": MulticlassAccuracy(n, average="micro"), "f1_macro": MulticlassF1Score(n, average="macro")}
+
+    def label_names(self) -> list[str] | None:
+        """Class names for the per-class report and confusion matrix (single-label only)."""
+        return None if self.vocabulary is None or self.multi_label else list(self.vocabulary.names)
+
+    def batch_tokens(self, batch: dict[str, Tensor]) -> int:
+        """Real tokens in the batch."""
+        return int(batch["attention_mask"].sum())
+
+    # --- prediction ----------------------------------------------------------------------------------
+    def predict_step(self, batch: dict[str, Any], batch_idx: int) -> list[dict[str, Any]]:
+        """Each input record with its predicted label(s) and the top-k labels' probabilities."""
+        logits = self.forward_batch(batch).float()  # (B, C)
+        probs = logits.sigmoid() if self.multi_label else logits.softmax(-1)  # (B, C)
+        top = probs.topk(min(self.top_k, probs.shape[-1]), dim=-1)
+        out = []
+        for record, p, values, ids in zip(batch["record"], probs, top.values, top.indices, strict=True):
+            if self.multi_label:
+                predicted: Any = self.vocabulary.decode((p >= self.threshold).long())
+            else:
+                predicted = self.vocabulary.decode(int(p.argmax()))
+            scores = {self.vocabulary.names[i]: round(float(v), 6) for v, i in zip(values, ids.tolist(), strict=True)}
+            out.append({**record, "predicted": predicted, "probabilities": scores})
+        return out

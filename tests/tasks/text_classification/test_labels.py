@@ -1,0 +1,91 @@
+"""Multi-label training at a threshold, class weights, and the test-stage per-class report and confusion matrix."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.tasks.text_classification.conftest import FILLER, WORDS, last_metrics, write_csv, write_jsonl
+from tetraformer.cli import main
+from tetraformer.training.checkpoint import load_task_module
+
+
+def multi_label_rows(n: int, seed: int) -> list[dict]:
+    """Rows with the keywords of one or two labels; labels as a JSON list."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        labels = sorted(rng.sample(sorted(WORDS), rng.choice([1, 2])))
+        words = [rng.choice(FILLER) for _ in range(rng.randint(3, 6))]
+        for label in labels:
+            words.insert(rng.randint(0, len(words)), rng.choice(WORDS[label]))
+        rows.append({"text": " ".join(words), "labels": labels})
+    return rows
+
+
+def test_multi_label_learns_and_predicts_at_threshold(
+    run_cli: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Micro/macro F1 at the threshold rise well above chance; predict returns every label over the threshold."""
+    train = write_jsonl(tmp_path / "train.jsonl", multi_label_rows(240, 0))
+    val = write_jsonl(tmp_path / "val.jsonl", multi_label_rows(60, 1))
+    run = run_cli("fit", model={"threshold": 0.5}, train_path=str(train), val_path=str(val), label_field="labels",
+                  multi_label=True)  # fmt: skip
+    metrics = last_metrics(run)
+    assert metrics["val/f1_micro"] > 0.8 and metrics["val/f1_macro"] > 0.8, metrics
+    ckpt = run / "checkpoints" / "last.ckpt"
+    assert load_task_module(ckpt).label_names() is None  # no single-label confusion report
+    rows = multi_label_rows(6, 2)
+    main(["predict", "--ckpt_path", str(ckpt), "--data.predict_path", str(write_jsonl(tmp_path / "p.jsonl", rows)),
+          "--run.wandb", "disabled", "--trainer.default_root_dir", str(tmp_path / "p")])  # fmt: skip
+    out = [json.loads(line) for line in (tmp_path / "p" / "predictions.jsonl").read_text().splitlines()]
+    for record in out:
+        over = sorted(label for label, p in record["probabilities"].items() if p >= 0.5)
+        assert record["predicted"] == over  # top-3 of 3 labels: every probability is listed
+    assert sum(r["predicted"] == r["labels"] for r in out) >= 4
+
+
+@pytest.mark.parametrize("weights", ["balanced", [1.0, 2.0, 3.0]])
+def test_class_weights_train(run_cli: Callable[..., Path], splits: dict[str, Path], weights: object) -> None:
+    """Balanced and explicit class weights train; a list of the wrong length is an error naming both counts."""
+    run = run_cli("fit", "--trainer.max_steps", "3", model={"class_weights": weights},
+                  train_path=str(splits["train"]), val_path=str(splits["val"]))  # fmt: skip
+    assert (run / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_wrong_number_of_class_weights(run_cli: Callable[..., Path], splits: dict[str, Path]) -> None:
+    """Two weights for three labels: a clear error."""
+    with pytest.raises(ValueError, match="class_weights has 2 values for 3 labels"):
+        run_cli("fit", model={"class_weights": [1.0, 2.0]}, train_path=str(splits["train"]),
+                val_path=str(splits["val"]))  # fmt: skip
+
+
+def test_test_stage_writes_per_class_report_and_confusion(
+    run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path
+) -> None:
+    """`test` from the checkpoint alone reports accuracy and macro-F1 and writes per-class P/R/F1 and a confusion matrix."""
+    run = run_cli("fit", "--trainer.max_epochs", "2", train_path=str(splits["train"]), val_path=str(splits["val"]))
+    test_dir = tmp_path / "t"
+    main(["test", "--ckpt_path", str(run / "checkpoints" / "last.ckpt"), "--data.test_path", str(splits["test"]),
+          "--run.wandb", "disabled", "--trainer.default_root_dir", str(test_dir)])  # fmt: skip
+    assert {"test/acc", "test/f1_macro"} <= set(last_metrics(test_dir, "test"))
+    with (test_dir / "reports" / "test_per_class.csv").open(encoding="utf-8") as f:
+        labels = [row[0] for row in csv.reader(f)][1:]
+    assert labels[:3] == ["food", "money", "sport"]
+    assert (test_dir / "reports" / "test_confusion.png").is_file()
+
+
+def test_unseen_test_label_from_checkpoint(run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """A test label the checkpoint's vocabulary lacks is an error at its row, listing the known labels."""
+    run = run_cli("fit", "--trainer.max_steps", "2", train_path=str(splits["train"]), val_path=str(splits["val"]))
+    bad = write_csv(tmp_path / "bad_test.csv", [{"text": "goal", "label": "sport"}, {"text": "x", "label": "art"}])
+    with pytest.raises(SystemExit):
+        main(["test", "--ckpt_path", str(run / "checkpoints" / "last.ckpt"), "--data.test_path", str(bad),
+              "--run.wandb", "disabled", "--trainer.default_root_dir", str(tmp_path / "t")])  # fmt: skip
+    assert "bad_test.csv:3: unknown label 'art'; known labels: 'food', 'money', 'sport'\n" in capsys.readouterr().err

@@ -1,0 +1,26 @@
+"""build_classifier: each backbone kind with the poolings that fit it; the others are clear errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tasks.text_classification.model import POOLINGS_BY_BACKBONE, build_classifier
+from tetraformer.core import TransformerConfig
+
+CFG = TransformerConfig(d_model=32, n_heads=2, n_layers=1, d_ff=64, vocab_size=40, max_len=16)
+
+
+@pytest.mark.parametrize(("backbone", "pooling"), [(b, p) for b, ps in POOLINGS_BY_BACKBONE.items() for p in ps])
+def test_fitting_poolings_give_logits(backbone: str, pooling: str) -> None:
+    """(B, T) ids -> (B, C) logits for every allowed pairing."""
+    net = build_classifier(CFG, backbone, 5, pooling, pooler=True)
+    ids = torch.randint(1, 40, (3, 7))
+    assert net(ids, attention_mask=torch.ones(3, 7, dtype=torch.bool)).shape == (3, 5)
+
+
+@pytest.mark.parametrize(("backbone", "pooling"), [("decoder", "cls"), ("encoder", "decoder"), ("decoder", "decoder")])
+def test_unfitting_poolings_are_refused(backbone: str, pooling: str) -> None:
+    """cls on a causal decoder, a decoder step without a decoder: the error names the choices."""
+    with pytest.raises(ValueError, match=f"--model.pooling {pooling} does not fit a {backbone} backbone"):
+        build_classifier(CFG, backbone, 5, pooling, pooler=False)
