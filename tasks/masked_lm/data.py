@@ -59,6 +59,10 @@ class MaskedLMData(TaskDataModule):
         """Where this run's tokenizer lives: the configured one, or one trained into the run directory."""
         return Path(self.tokenizer_path) if self.tokenizer_path else self.run_dir() / "tokenizer"
 
+    def sequence_length(self) -> tuple[str, int]:
+        """The longest sequence a batch holds, and the option that sets it."""
+        return "--data.max_length", self.max_length
+
     def prepare_data(self) -> None:
         """Train the run's tokenizer when none is configured, or retrain it when its settings or data changed."""
         if self.tokenizer_path:

@@ -59,6 +59,10 @@ class TextClassificationData(TaskDataModule):
         module = self.trainer.lightning_module if self.trainer is not None else None
         return getattr(module, "init_from", None)
 
+    def sequence_length(self) -> tuple[str, int]:
+        """The longest sequence a batch holds, and the option that sets it."""
+        return "--data.max_length", self.max_length
+
     def prepare_data(self) -> None:
         """Train the run's tokenizer unless one is configured or the init_from source brings its own."""
         if self.tokenizer_path or self.init_from():

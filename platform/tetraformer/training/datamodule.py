@@ -41,6 +41,10 @@ class TaskDataModule(L.LightningDataModule):
         self.tokenizer: Any = None
         self.datasets: dict[str, Dataset] = {}
 
+    def sequence_length(self) -> tuple[str, int] | None:
+        """(option, value) of the longest sequence the data feeds the model, e.g. ("--data.max_length", 256)."""
+        return None
+
     def run_dir(self) -> Path:
         """The run's output directory (the Trainer's default_root_dir)."""
         return Path(self.trainer.default_root_dir if self.trainer is not None else ".")

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 
 from tetraformer.core.config import TransformerConfig
+from tetraformer.errors import TetraformerError
 from tetraformer.payload import PAYLOAD_KEY, make_payload, plain, tokenizer_from_state
 from tetraformer.training.checkpoint import load_weights, starting_point
 from tetraformer.training.loggers import wandb_logger
@@ -112,6 +113,7 @@ class TaskModule(L.LightningModule):
         cfg, state = starting_point(self.init_from)
         cfg = cfg.replace(**{k: getattr(self.arch, k) for k in FINE_TUNING_FIELDS})
         self._check_vocabulary(cfg)
+        self._check_positions(cfg, datamodule)
         self.net = self.make_network(cfg)
         load_weights(self.net, state, self.init_from)
         log.info("initialised %s from %s", type(self.net).__name__, self.init_from)
@@ -122,6 +124,15 @@ class TaskModule(L.LightningModule):
             raise ValueError(
                 f"{self.init_from} embeds {cfg.vocab_size} tokens but the data's tokenizer has {len(self.tokenizer)}: "
                 "set --data.tokenizer to the pretrained model's tokenizer"
+            )
+
+    def _check_positions(self, cfg: TransformerConfig, datamodule: Any) -> None:
+        """The data's sequences must fit the pretrained model's position table."""
+        option = datamodule.sequence_length() if hasattr(datamodule, "sequence_length") else None
+        if option is not None and cfg.absolute_positions and option[1] > cfg.max_len:
+            raise TetraformerError(
+                f"{option[0]} {option[1]} is longer than {self.init_from} handles (max_len {cfg.max_len}): "
+                f"set {option[0]} to at most {cfg.max_len}"
             )
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import torch
 from torch import nn
 
@@ -38,6 +39,22 @@ def test_init_from_pretrained_checkpoint(run_cli: Callable[..., Path], splits: d
     assert module.tokenizer.get_vocab() == tokenizer.get_vocab()
     for key, value in source.backbone.state_dict().items():
         assert torch.equal(module.net.backbone.state_dict()[key], value), key
+
+
+def test_max_length_beyond_pretrained_positions_is_one_line(
+    run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--data.max_length longer than the source's position table: one line naming both, not a traceback."""
+    tokenizer = train_tokenizer([write_csv(tmp_path / "t.csv", labelled_rows(90, 4))], "char", 60, tmp_path / "tok")
+    cfg = TransformerConfig(d_model=32, n_heads=2, n_layers=2, d_ff=64, vocab_size=len(tokenizer), max_len=16,
+                            type_vocab_size=2)  # fmt: skip
+    ckpt = save_checkpoint(make_checkpoint(PretrainedNet(cfg), None, tokenizer), tmp_path / "short.ckpt")
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("fit", "--model.init_from", str(ckpt), "--trainer.max_steps", "1", train_path=str(splits["train"]),
+                val_path=str(splits["val"]))  # fmt: skip
+    assert exit_info.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("error: --data.max_length 48 is longer than") and "at most 16" in line
 
 
 def test_bucketed_batches_and_fixed_labels(run_cli: Callable[..., Path], splits: dict[str, Path]) -> None:
