@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -62,10 +61,6 @@ class LanguageModelingData(TaskDataModule):
             "encoding": encoding,
         }
         self.block_size, self.tokenizer_type, self.vocab_size = block_size, tokenizer_type, vocab_size
-
-    def tokenizer_dir(self) -> Path:
-        """Where this run's tokenizer lives: the configured one, or one trained into the run directory."""
-        return Path(self.tokenizer_path) if self.tokenizer_path else self.run_dir() / "tokenizer"
 
     def sequence_length(self) -> tuple[str, int]:
         """The longest sequence a batch holds, and the option that sets it."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import random
-from pathlib import Path
 from typing import Any, Literal
 
 from tasks.masked_lm.segments import pair_rows, single_rows, tokenize_documents
@@ -54,10 +53,6 @@ class MaskedLMData(TaskDataModule):
         self.max_length, self.tokenizer_type, self.vocab_size = max_length, tokenizer_type, vocab_size
         self.mlm_probability, self.whole_word_mask = mlm_probability, whole_word_mask
         self.collator: MaskingCollator | None = None
-
-    def tokenizer_dir(self) -> Path:
-        """Where this run's tokenizer lives: the configured one, or one trained into the run directory."""
-        return Path(self.tokenizer_path) if self.tokenizer_path else self.run_dir() / "tokenizer"
 
     def sequence_length(self) -> tuple[str, int]:
         """The longest sequence a batch holds, and the option that sets it."""

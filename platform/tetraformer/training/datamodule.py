@@ -45,6 +45,10 @@ class TaskDataModule(L.LightningDataModule):
         """(option, value) of the longest sequence the data feeds the model, e.g. ("--data.max_length", 256)."""
         return None
 
+    def tokenizer_dir(self) -> Path:
+        """Where this run's tokenizer lives: the configured one, or one trained into the run directory."""
+        return Path(self.tokenizer_path) if self.tokenizer_path else self.run_dir() / "tokenizer"
+
     def run_dir(self) -> Path:
         """The run's output directory (the Trainer's default_root_dir)."""
         return Path(self.trainer.default_root_dir if self.trainer is not None else ".")
