@@ -55,6 +55,12 @@ class TetraformerCLI(LightningCLI):
             "--predictions", default=None, help="predict: JSONL output (default RUN_DIR/predictions.jsonl)"
         )
 
+    def _parse_ckpt_path(self) -> None:
+        """Evaluation stages took the checkpoint's hyper-parameters as defaults already (eval_runs), so what the user
+        set stays; Lightning's own pass would lay them over the user's flags. `fit --ckpt_path` keeps Lightning's."""
+        if self.config.get("subcommand") not in EVAL_STAGES:
+            super()._parse_ckpt_path()
+
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """Default loggers and callbacks unless the config sets its own."""
         trainer_cfg = self._get(self.config_init, "trainer", default={})

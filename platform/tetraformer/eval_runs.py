@@ -2,8 +2,8 @@
 
 `tetraformer test --ckpt_path RUN_DIR/checkpoints/best.ckpt ...` runs in RUN_DIR/eval/test-N/ (N counts up),
 unless `--trainer.default_root_dir` (or a `-c` config's) names another directory than RUN_DIR; the checkpoint's
-tokenizer is saved there and used. Without
-`-c`, the model and data sections come from the checkpoint's hyper-parameters.
+tokenizer is saved there and used. The model and data sections start from the checkpoint's hyper-parameters;
+a `-c` config and `--model.*` / `--data.*` flags given by the user override them (e.g. `--model.top_k 5`).
 """
 
 from __future__ import annotations
@@ -38,9 +38,8 @@ def evaluation_args(argv: list[str]) -> list[str]:
     if tokenizer is not None and flag_value(argv, "--data.tokenizer") is None:
         tokenizer_dir = Path(root) / "tokenizer"
         tokenizer.save_pretrained(str(tokenizer_dir))  # the datamodule tokenizes with the checkpoint's own
-    if has_config(argv):
-        extra += ["--data.tokenizer", str(tokenizer_dir)] if tokenizer_dir else []
-        return [*argv, *extra]
+    if has_config(argv) and tokenizer_dir is not None:
+        extra += ["--data.tokenizer", str(tokenizer_dir)]
     return [argv[0], "-c", str(checkpoint_config(ckpt, tokenizer_dir)), *argv[1:], *extra]
 
 

@@ -42,7 +42,7 @@ class TextClassification(TaskModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.save_hyperparameters(ignore=["top_k"])  # a predict-time choice: not restored over the command line
+        self.save_hyperparameters()
         self.backbone_kind, self.pooling, self.pooler = backbone, pooling, pooler
         self.class_weights, self.threshold, self.top_k = class_weights, threshold, top_k
         self.vocabulary: LabelVocabulary | None = None
