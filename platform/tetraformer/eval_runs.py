@@ -2,8 +2,9 @@
 
 `tetraformer test --ckpt_path RUN_DIR/checkpoints/best.ckpt ...` runs in RUN_DIR/eval/test-N/ (N counts up),
 unless `--trainer.default_root_dir` (or a `-c` config's) names another directory than RUN_DIR; the checkpoint's
-tokenizer is saved there and used. The model and data sections start from the checkpoint's hyper-parameters;
-a `-c` config and `--model.*` / `--data.*` flags given by the user override them (e.g. `--model.top_k 5`).
+tokenizer is saved there and used. The model section is the checkpoint's (over any `-c` config's, since the
+weights fix the architecture), and so is the data section when no `-c` is given; `--model.*` / `--data.*` flags
+on the command line override both (e.g. `--model.top_k 5`).
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ def evaluation_args(argv: list[str]) -> list[str]:
     if tokenizer is not None and flag_value(argv, "--data.tokenizer") is None:
         tokenizer_dir = Path(root) / "tokenizer"
         tokenizer.save_pretrained(str(tokenizer_dir))  # the datamodule tokenizes with the checkpoint's own
-    if has_config(argv) and tokenizer_dir is not None:
+    configs, flags = split_configs(argv[1:])
+    if configs and tokenizer_dir is not None:
         extra += ["--data.tokenizer", str(tokenizer_dir)]
-    return [argv[0], "-c", str(checkpoint_config(ckpt, tokenizer_dir)), *argv[1:], *extra]
+    sections = ("model",) if configs else ("model", "data")
+    return [argv[0], *configs, "-c", str(checkpoint_config(ckpt, tokenizer_dir, sections)), *flags, *extra]
 
 
 def run_dir(ckpt: Path) -> Path:
@@ -73,10 +76,14 @@ def evaluation_dir(ckpt: Path, stage: str) -> Path:
     return run / "eval" / f"{stage}-{number}"
 
 
-def checkpoint_config(ckpt: dict[str, Any], tokenizer_dir: Path | None) -> Path:
-    """A config file with the model and data sections rebuilt from a checkpoint's hyper-parameters."""
+def checkpoint_config(
+    ckpt: dict[str, Any], tokenizer_dir: Path | None, names: tuple[str, ...] = ("model", "data")
+) -> Path:
+    """A config file with the named sections (model, data) rebuilt from a checkpoint's hyper-parameters."""
     sections = {}
     for key, name in (("hyper_parameters", "model"), ("datamodule_hyper_parameters", "data")):
+        if name not in names:
+            continue
         hparams = dict(ckpt.get(key, {}))
         hparams.pop("_instantiator", None)
         class_path = hparams.pop("_class_path", None)
@@ -89,9 +96,19 @@ def checkpoint_config(ckpt: dict[str, Any], tokenizer_dir: Path | None) -> Path:
     return config
 
 
-def has_config(argv: list[str]) -> bool:
-    """True when the command line names a config file."""
-    return any(a in ("-c", "--config") or a.startswith("--config=") for a in argv)
+def split_configs(args: list[str]) -> tuple[list[str], list[str]]:
+    """(the `-c FILE` / `--config FILE` / `--config=FILE` arguments in order, every other argument in order)."""
+    configs: list[str] = []
+    flags: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] in ("-c", "--config") and i + 1 < len(args):
+            configs += args[i : i + 2]
+            i += 2
+            continue
+        (configs if args[i].startswith("--config=") else flags).append(args[i])
+        i += 1
+    return configs, flags
 
 
 def flag_value(argv: list[str], flag: str) -> str | None:
