@@ -30,11 +30,16 @@ class TaggedSentence:
     source: str
     line: int
     fields: dict[str, Any] = field(default_factory=dict)  # the input's own fields, kept by predict
+    per_line: bool = False  # one word per line from `line` on (CoNLL), else all on `line` (JSONL, text)
 
     @property
     def where(self) -> tuple[str, int]:
         """(file, first line) for errors."""
         return self.source, self.line
+
+    def line_of(self, word: int) -> int:
+        """The line that holds a word."""
+        return self.line + word if self.per_line else self.line
 
 
 TagCheck = Callable[[str], str | None]  # a tag -> why it is not allowed, or None
@@ -118,7 +123,7 @@ def read_conll(
 def _conll_sentence(tokens: list[str], tags: list[str | None], path: str | Path, line: int) -> TaggedSentence:
     """A CoNLL sentence; its tags only when every token has one."""
     known = None if any(t is None for t in tags) else [str(t) for t in tags]
-    return TaggedSentence(tokens, known, str(path), line, {"tokens": tokens})
+    return TaggedSentence(tokens, known, str(path), line, {"tokens": tokens}, per_line=True)
 
 
 def read_jsonl(
@@ -194,4 +199,4 @@ def _check(tag: str, check_tag: TagCheck, path: str | Path, line: int) -> None:
     """A DataError at the line when the tag is not allowed."""
     problem = check_tag(tag)
     if problem is not None:
-        raise DataError(f"tag {tag!r}: {problem}", path, line)
+        raise DataError(problem, path, line)

@@ -10,13 +10,16 @@ the most context on its poorer side, and only there does its first subword give 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
 import torch
 from torch import Tensor
+from torch.utils.data import Sampler
 
+from tetraformer.data.buckets import LengthBuckets
 from tetraformer.data.collate import IGNORE_INDEX
 
 log = logging.getLogger(__name__)
@@ -137,3 +140,56 @@ def word_mask(word_index: Tensor, sentence: Tensor) -> Tensor:
     """(S, W) True at the words the windows predict: a prefix of each sentence row."""
     ones = torch.ones_like(word_index, dtype=torch.bool)  # (B, T)
     return gather_words(ones, word_index, sentence, fill=False)
+
+
+class SentenceBatches(Sampler[list[int]]):
+    """Batches of whole sentences: the rows (windows) of `batch_size` sentences, never a sentence split.
+
+    Rows are grouped by `sentence_of` (each row's sentence). Sentences come in order, shuffled (a new order
+    per epoch from `seed`), or with `lengths` shuffled in buckets of similar length (LengthBuckets).
+    """
+
+    def __init__(
+        self,
+        sentence_of: list[int],
+        batch_size: int,
+        shuffle: bool = False,
+        lengths: list[int] | None = None,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        groups: dict[int, list[int]] = {}
+        for row, sentence in enumerate(sentence_of):
+            groups.setdefault(sentence, []).append(row)
+        self.groups = list(groups.values())
+        self.batch_size, self.shuffle, self.seed, self.epoch = batch_size, shuffle, seed, 0
+        self.buckets = None
+        if lengths is not None:
+            longest = [max(lengths[row] for row in group) for group in self.groups]
+            self.buckets = LengthBuckets(longest, batch_size, seed)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use the order of this epoch."""
+        self.epoch = epoch
+        if self.buckets is not None:
+            self.buckets.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return -(-len(self.groups) // self.batch_size)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for sentences in self._sentence_batches():
+            yield [row for sentence in sentences for row in self.groups[sentence]]
+
+    def _sentence_batches(self) -> Iterator[list[int]]:
+        """Lists of sentence numbers, one per batch."""
+        if self.buckets is not None:
+            yield from self.buckets
+            return
+        order = list(range(len(self.groups)))
+        if self.shuffle:
+            order = torch.randperm(len(order), generator=torch.Generator().manual_seed(self.seed + self.epoch)).tolist()
+        for start in range(0, len(order), self.batch_size):
+            yield order[start : start + self.batch_size]
