@@ -14,7 +14,7 @@ from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
 from tests.training.labelled import LABELS, TinyClassifier, fixture, trainer, uneven_loader
 from tests.training.wandb_records import history_rows
 from tetraformer.cli import finish_wandb
-from tetraformer.training.reports import COLUMNS, markdown_table, per_class_rows, write_reports
+from tetraformer.training.reports import COLUMNS, markdown_table, per_class_rows, write_reports, write_table
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -83,3 +83,34 @@ def test_reports_go_to_wandb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     (run_file,) = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
     keys = {k for row in history_rows(run_file) for k in row}
     assert {"test/per_class/_type", "test/confusion/_type", "test/f1"} <= keys, keys
+
+
+class TableRecorder:
+    """Stands in for a WandbLogger: records the tables logged to it."""
+
+    def __init__(self) -> None:
+        self.tables: list[dict] = []
+
+    def log_table(self, **kwargs: object) -> None:
+        """Keep the call's arguments."""
+        self.tables.append(kwargs)
+
+
+def test_write_table_any_columns(tmp_path: Path) -> None:
+    """Any columns: a CSV of the rows, a Markdown table (floats with 4 decimals, `|` escaped), a W&B table."""
+    columns = ["type", "precision", "support", "note"]
+    rows = [["PER", 0.5, 2, "a|b"], ["micro avg", 2 / 3, 5, ""]]
+    recorder = TableRecorder()
+    paths = write_table(tmp_path, "test_entities", columns, rows, recorder, key="test/entities", step=3)
+    assert paths == {"csv": tmp_path / "reports" / "test_entities.csv", "md": tmp_path / "reports" / "test_entities.md"}
+    with paths["csv"].open() as f:
+        assert list(csv.reader(f)) == [columns, ["PER", "0.5", "2", "a|b"], ["micro avg", str(2 / 3), "5", ""]]
+    assert paths["md"].read_text().splitlines() == [
+        "| type | precision | support | note |",
+        "|---|---:|---:|---:|",
+        "| PER | 0.5000 | 2 | a\\|b |",
+        "| micro avg | 0.6667 | 5 |  |",
+    ]
+    assert recorder.tables == [dict(key="test/entities", columns=columns, data=rows, step=3)]
+    write_table(tmp_path, "plain", columns, rows, recorder)
+    assert recorder.tables[-1]["key"] == "plain"

@@ -1,4 +1,4 @@
-"""Per-class reports and confusion matrices of an epoch: CSV, Markdown and PNG in RUN_DIR/reports, and W&B."""
+"""Reports of an epoch: tables (CSV, Markdown) and confusion matrices (CSV, PNG) in RUN_DIR/reports, and W&B."""
 
 from __future__ import annotations
 
@@ -46,13 +46,41 @@ def _ratio(num: np.ndarray | float, den: np.ndarray | float) -> np.ndarray:
     return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
 
 
-def markdown_table(rows: list[list[Any]]) -> str:
-    """The rows as a Markdown table, ratios with 4 decimals."""
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|---|---:|---:|---:|---:|"]
-    for name, *ratios, support in rows:
-        cells = [str(name).replace("|", "\\|"), *(f"{v:.4f}" for v in ratios), str(support)]
-        lines.append("| " + " | ".join(cells) + " |")
+def markdown_table(rows: list[list[Any]], columns: list[str] = COLUMNS) -> str:
+    """The rows as a Markdown table: the first column left-aligned, the others right; floats with 4 decimals."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(["---", *["---:"] * (len(columns) - 1)]) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(map(_cell, row)) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    """A Markdown cell: a float with 4 decimals, anything else as text with `|` escaped."""
+    return f"{value:.4f}" if isinstance(value, float) else str(value).replace("|", "\\|")
+
+
+def write_table(
+    run_dir: str | Path,
+    stem: str,
+    columns: list[str],
+    rows: list[list[Any]],
+    logger: WandbLogger | None = None,
+    key: str | None = None,
+    step: int = 0,
+) -> dict[str, Path]:
+    """Write RUN_DIR/reports/{stem}.csv and {stem}.md, and log the table to W&B under `key` (default: stem).
+
+    Returns {"csv": path, "md": path}.
+    """
+    out = Path(run_dir) / "reports"
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"csv": out / f"{stem}.csv", "md": out / f"{stem}.md"}
+    with paths["csv"].open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([columns, *rows])
+    paths["md"].write_text(markdown_table(rows, columns), encoding="utf-8")
+    if logger is not None:
+        logger.log_table(key=key or stem, columns=columns, data=rows, step=step)
+    return paths
 
 
 def write_reports(
@@ -68,17 +96,14 @@ def write_reports(
     W&B gets the per-class table as `{stage}/per_class` and the picture as `{stage}/confusion`.
     """
     out = Path(run_dir) / "reports"
-    out.mkdir(parents=True, exist_ok=True)
-    rows = per_class_rows(confusion, labels)
+    table = write_table(run_dir, f"{stage}_per_class", COLUMNS, per_class_rows(confusion, labels), logger,
+                        f"{stage}/per_class", step)  # fmt: skip
     paths = {
-        "per_class_csv": out / f"{stage}_per_class.csv",
-        "per_class_md": out / f"{stage}_per_class.md",
+        "per_class_csv": table["csv"],
+        "per_class_md": table["md"],
         "confusion_csv": out / f"{stage}_confusion.csv",
         "confusion_png": out / f"{stage}_confusion.png",
     }
-    with paths["per_class_csv"].open("w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows([COLUMNS, *rows])
-    paths["per_class_md"].write_text(markdown_table(rows), encoding="utf-8")
     with paths["confusion_csv"].open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["true \\ predicted", *labels])
@@ -87,7 +112,6 @@ def write_reports(
         )
     confusion_matrix_png(confusion, labels, paths["confusion_png"], title=f"{stage} confusion matrix")
     if logger is not None:
-        logger.log_table(key=f"{stage}/per_class", columns=COLUMNS, data=rows, step=step)
         logger.log_image(key=f"{stage}/confusion", images=[str(paths["confusion_png"])], step=step)
     log.info("%s reports written to %s", stage, out)
     return paths

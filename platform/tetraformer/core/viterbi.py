@@ -1,0 +1,43 @@
+"""Constrained decoding: the best label sequence whose every step is an allowed transition (Viterbi)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+IGNORE_INDEX = -100  # the label id of positions that are not decoded
+
+
+def constrained_decode(scores: Tensor, mask: Tensor, trans: Tensor, start: Tensor, end: Tensor) -> Tensor:
+    """(B, W) best label ids under the allowed transitions; IGNORE_INDEX where `mask` is False.
+
+    scores (B, W, L): per-position label scores (log-probs or logits; a sequence scores their sum).
+    mask (B, W) bool: the positions to decode; each row's True positions, in order, are one sequence, so
+    the mask may be a prefix or have holes (a hole is skipped: the labels on both sides of it must connect).
+    trans (L, L) bool [from, to], start (L,) bool, end (L,) bool: the allowed transitions, first and last labels.
+    A row with no allowed sequence at all gets arbitrary labels; a row with no True position gets none.
+    """
+    b, w, n = scores.shape
+    scores = scores.float()
+    blocked = torch.tensor(float("-inf"), device=scores.device)
+    trans_score = torch.where(trans.to(scores.device), 0.0, blocked)  # (L, L)
+    start_score = torch.where(start.to(scores.device), 0.0, blocked)  # (L,)
+    end_score = torch.where(end.to(scores.device), 0.0, blocked)  # (L,)
+    mask = mask.bool()
+    stay = torch.arange(n, device=scores.device).expand(b, n)  # (B, L): the backpointer of a skipped position
+    alpha = torch.zeros(b, n, device=scores.device)  # (B, L) best score of a sequence ending in each label
+    started = torch.zeros(b, 1, dtype=torch.bool, device=scores.device)  # (B, 1) a real position was seen
+    pointers = []
+    for t in range(w):
+        best, arg = (alpha.unsqueeze(2) + trans_score).max(dim=1)  # (B, L_to) over L_from
+        step = torch.where(started, best, start_score) + scores[:, t]  # (B, L)
+        active = mask[:, t : t + 1]  # (B, 1)
+        alpha = torch.where(active, step, alpha)
+        pointers.append(torch.where(active & started, arg, stay))  # (B, L)
+        started = started | active
+    last = (alpha + end_score).argmax(dim=1)  # (B,)
+    labels = torch.empty(b, w, dtype=torch.long, device=scores.device)
+    for t in range(w - 1, -1, -1):
+        labels[:, t] = last
+        last = pointers[t].gather(1, last.unsqueeze(1)).squeeze(1)  # (B,)
+    return labels.masked_fill(~mask, IGNORE_INDEX)
