@@ -19,7 +19,7 @@ from tetraformer.training.checkpoint import source_tokenizer
 from tetraformer.training.datamodule import TaskDataModule
 
 log = logging.getLogger(__name__)
-Row = dict[str, Any]  # one window: input_ids, labels, word_index, sentence (+ record, words to predict)
+Row = dict[str, Any]  # one window: input_ids, word_labels, labels, word_index, sentence (+ record, words)
 TagScheme = Literal["IOB1", "IOB2", "BIOES", "IO"]
 WORDS_FILE = "train_words.txt"  # the training sentences as text, what the run's tokenizer is trained on
 
@@ -113,7 +113,9 @@ class TokenClassificationData(TaskDataModule):
             self.sentences["test"] = self.read(self.require("test"))
         if stage == "predict":
             self.sentences["predict"] = self.read(self.require("predict"), labelled=False)
-            self.datasets["predict"] = self.windows(self.sentences["predict"], None)
+        for split, sentences in self.sentences.items():
+            if split not in self.datasets:
+                self.datasets[split] = self.windows(sentences, predict=split == "predict")
         if self.vocabulary is None and (self.fixed_labels or "train" in self.sentences):
             self.use_labels(self.training_vocabulary())
         elif self.vocabulary is not None:
@@ -139,23 +141,27 @@ class TokenClassificationData(TaskDataModule):
         return LabelVocabulary(scheme_tags(self.sentences["train"], self.scheme))
 
     def use_labels(self, vocabulary: LabelVocabulary) -> None:
-        """Window every labelled split with this vocabulary; an unknown tag is a DataError at its sentence."""
+        """Label every labelled split's windows with this vocabulary; an unknown tag is a DataError at its line."""
         self.vocabulary = vocabulary
         for split, sentences in self.sentences.items():
-            if split != "predict":
-                self.datasets[split] = self.windows(sentences, vocabulary)
+            if split == "predict":
+                continue
+            tag_ids = [_encode_tags(vocabulary, sentence) for sentence in sentences]
+            for row in self.datasets[split]:
+                ids = tag_ids[row["sentence"]]
+                row["labels"] = [IGNORE_INDEX if w == IGNORE_INDEX else ids[w] for w in row["word_labels"]]
 
-    def windows(self, sentences: list[TaggedSentence], vocabulary: LabelVocabulary | None) -> list[Row]:
-        """The windows of every sentence, labelled when a vocabulary is given, each knowing its sentence."""
+    def windows(self, sentences: list[TaggedSentence], predict: bool = False) -> list[Row]:
+        """The windows of every sentence, each knowing its sentence; `word_labels` say which word labels an id."""
         rows: list[Row] = []
         for number, sentence in enumerate(sentences):
-            ids = None if vocabulary is None else _encode_tags(vocabulary, sentence)
-            for window in sentence_windows(self.tokenizer, sentence.tokens, ids, self.max_length, self.stride,
+            words = None if predict else list(range(len(sentence.tokens)))
+            for window in sentence_windows(self.tokenizer, sentence.tokens, words, self.max_length, self.stride,
                                            self.label_all_subwords):  # fmt: skip
-                row: Row = {"input_ids": window.input_ids, "labels": window.labels,
+                row: Row = {"input_ids": window.input_ids, "word_labels": window.labels,
                             "word_index": window.word_index, "sentence": number}  # fmt: skip
-                if vocabulary is None:
-                    row["record"], row["words"] = sentence.fields, sentence.tokens
+                if predict:
+                    row["labels"], row["record"], row["words"] = window.labels, sentence.fields, sentence.tokens
                 rows.append(row)
         return rows
 
