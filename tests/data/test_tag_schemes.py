@@ -57,13 +57,15 @@ def test_tag_problem_message_and_unknown_scheme() -> None:
     """The message says which forms the scheme has; an unknown scheme lists every scheme."""
     assert tag_problem("E-PER", "IOB2") == "'E-PER' is not an IOB2 tag: IOB2 tags are O, B-TYPE, I-TYPE"
     assert tag_problem("B-PER", "IO") == "'B-PER' is not an IO tag: IO tags are O, I-TYPE"
+    assert tag_problem("L-PER", "BIOES") == "'L-PER' is not a BIOES tag: BIOES tags are O, B-TYPE, I-TYPE, E-TYPE, S-TYPE"
     with pytest.raises(ValueError, match="IOB1, IOB2, BIOES, IO"):
         tag_problem("O", "BILOU")
 
 
 def test_split_tag_keeps_hyphens_of_the_type() -> None:
     """The prefix is one letter before the first hyphen; the rest is the type."""
-    assert split_tag("B-ORG-X") == ("B", "ORG-X") and split_tag("O") == ("O", "") and split_tag("PER") == ("", "")
+    assert split_tag("B-ORG-X") == ("B", "ORG-X") and split_tag("O") == ("O", "")
+    assert split_tag("PER") == split_tag("B-") == split_tag("BB-PER") == ("", "")
 
 
 def test_iob1_to_iob2_on_a_conll_fixture() -> None:

@@ -22,9 +22,10 @@ from tests.interop.text_checkpoints import (
     rewrite_weights,
     save,
 )
-from tetraformer.core import TextEncoder, TransformerConfig
-from tetraformer.interop import InteropError, load_hf, save_hf
+from tetraformer.core import TextDecoder, TextEncoder, TokenClassifier, TransformerConfig
+from tetraformer.interop import InteropError, ModelOutput, load_hf, save_hf
 from tetraformer.interop.bert import HFBertForSequenceClassification
+from tetraformer.interop.convert import export_network
 
 BASE: dict[str, Any] = dict(
     vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
@@ -151,6 +152,48 @@ def test_platform_encoder_exports_as_a_classifier(tmp_path: Path) -> None:
     reloaded = transformers.BertForSequenceClassification.from_pretrained(save_hf(ours, tmp_path)).eval()
     assert reloaded.config.id2label == {0: "neg", 1: "pos", 2: "mixed"}
     assert diff(reloaded, ours, batch()) < TOL
+
+
+NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+
+
+def test_token_classifier_exports_as_bert_for_token_classification(tmp_path: Path) -> None:
+    """A random core TokenClassifier exports with its tag names; transformers gives its logits on a padded batch."""
+    cfg = TransformerConfig.preset(
+        "bert-base", d_model=32, n_heads=4, n_layers=2, d_ff=48, vocab_size=100, max_len=32
+    )
+    net = TokenClassifier(TextEncoder(cfg), len(NER_LABELS)).eval()
+    with torch.no_grad():
+        for param in net.parameters():  # biases and norms too, so a swapped or dropped tensor shows
+            param.normal_(0.0, 0.2)
+    out = export_network(net, None, tmp_path / "out", NER_LABELS)
+    theirs, info = transformers.BertForTokenClassification.from_pretrained(out, output_loading_info=True)
+    assert not any(info.values()), info
+    assert theirs.config.id2label == dict(enumerate(NER_LABELS))
+    assert theirs.config.label2id == {name: i for i, name in enumerate(NER_LABELS)}
+    inputs = batch()
+    with torch.no_grad():
+        ours = ModelOutput(logits=net(inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                                      token_type_ids=inputs["token_type_ids"]))  # fmt: skip
+        assert max_diff(theirs.eval()(**inputs), ours) < TOL
+    again = save_hf(load_hf(out), tmp_path / "again")  # the names survive an import and a second export
+    assert json.loads((again / "config.json").read_text())["id2label"] == {str(i): n for i, n in enumerate(NER_LABELS)}
+
+
+def test_token_classifier_on_a_decoder_is_refused(tmp_path: Path) -> None:
+    """Only an encoder backbone is a BERT: a token classifier on a causal decoder is a named error."""
+    cfg = TransformerConfig.preset("tiny", vocab_size=50)
+    with pytest.raises(InteropError, match="only a token classifier on an encoder backbone"):
+        export_network(TokenClassifier(TextDecoder(cfg), 3), None, tmp_path / "out", ["O", "B-X", "I-X"])
+
+
+def test_hf_token_classifier_imports_with_its_tag_names(tmp_path: Path) -> None:
+    """A random transformers BertForTokenClassification with NER labels: same logits, same names after import."""
+    id2label = dict(enumerate(NER_LABELS))
+    hf_model = make_hf("tok-5labels-tanh", id2label=id2label, label2id={v: k for k, v in id2label.items()})
+    ours = load_hf(save(hf_model, tmp_path))
+    assert diff(hf_model, ours, batch()) < TOL
+    assert ours.export_config()["id2label"] == {str(i): n for i, n in id2label.items()}
 
 
 def test_pre_norm_encoder_cannot_export_as_bert(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import transformers
 from torch import nn
 
 from tests.interop.text_checkpoints import state_dicts_equal
-from tetraformer.core import SequenceClassifier
+from tetraformer.core import SequenceClassifier, TokenClassifier
 from tetraformer.interop import FAMILIES, HFModel, InteropError, architectures, export_class, load_hf, save_hf
 from tetraformer.interop.convert import export_network
 
@@ -39,7 +39,7 @@ def saved_hf_model(architecture: str, path: Path) -> Path:
 
 def test_one_spec_per_family() -> None:
     """Four families, each architecture in exactly one of them, each a transformers class; each network type
-    exports through one family only (BERT exports the encoder and the classifier on it)."""
+    exports through one family only (BERT exports the encoder and the classifiers on it)."""
     assert sorted(FAMILIES) == ["BERT", "GPT-2", "T5", "ViT"]
     heads = [c.architecture for spec in FAMILIES.values() for c in spec.heads]
     assert len(heads) == len(set(heads)) == len(ARCHITECTURES) >= 10
@@ -72,12 +72,15 @@ def test_every_exportable_network_converts(architecture: str, network: str, tmp_
     if network == "SequenceClassifier":  # the classifier head beside the encoder, as a task network holds it
         net = SequenceClassifier(model.core, model.head.classifier.out_features, pooling="cls", pooler=True)
         net.head = model.head
+    if network == "TokenClassifier":
+        net = TokenClassifier(model.core, model.head.classifier.out_features)
+        net.head = model.head
     assert type(net).__name__ == network
     out = export_network(net, None, tmp_path / "out")
     assert json.loads((out / "config.json").read_text())["architectures"] == [architecture]
     again = load_hf(out)
     assert state_dicts_equal(again.core, model.core)
-    if network == "SequenceClassifier":
+    if network in ("SequenceClassifier", "TokenClassifier"):
         assert state_dicts_equal(again.head, model.head)
     getattr(transformers, architecture).from_pretrained(out)
 

@@ -44,7 +44,8 @@ def tag_problem(tag: str, scheme: str) -> str | None:
     if prefix == OUTSIDE or (prefix and prefix in PREFIXES[scheme]):
         return None
     allowed = ", ".join([OUTSIDE, *(f"{p}-TYPE" for p in PREFIXES[scheme])])
-    return f"{tag!r} is not an {scheme} tag: {scheme} tags are {allowed}"
+    article = "a" if scheme == "BIOES" else "an"
+    return f"{tag!r} is not {article} {scheme} tag: {scheme} tags are {allowed}"
 
 
 def canonical_scheme(scheme: str) -> str:

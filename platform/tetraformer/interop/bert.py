@@ -18,6 +18,7 @@ from tetraformer.core import (
     SequenceClassifier,
     TextEncoder,
     TokenClassificationHead,
+    TokenClassifier,
 )
 from tetraformer.core.config import TransformerConfig
 from tetraformer.interop.errors import InteropError
@@ -316,6 +317,18 @@ class HFBertForTokenClassification(BertBase):
         """(B, T) inputs -> (B, T, num_labels) logits."""
         return ModelOutput(logits=self.head(self.features(input_ids, attention_mask, token_type_ids)))
 
+    @classmethod
+    def from_network(
+        cls, net: nn.Module, hf_config: dict, tokenizer_dir: Path | None = None
+    ) -> HFBertForTokenClassification:
+        """A TokenClassifier on a TextEncoder, its head shared (the same dropout and per-token linear)."""
+        head = getattr(net, "head", None)
+        if not isinstance(getattr(net, "backbone", None), TextEncoder) or not isinstance(head, TokenClassificationHead):
+            raise InteropError("only a token classifier on an encoder backbone exports as BertForTokenClassification")
+        model = cls(net.backbone, {**hf_config, "num_labels": head.classifier.out_features}, tokenizer_dir)
+        model.head = head
+        return model
+
     def head_rules(self, prefix: str) -> list[Rule]:
         """The classifier."""
         return weight_and_bias("head.classifier", "classifier")
@@ -345,6 +358,9 @@ SPEC = FamilySpec(
     name="BERT", config_from_hf=config_from_hf, config_to_hf=config_to_hf,
     heads=(HFBertModel, HFBertForMaskedLM, HFBertForSequenceClassification, HFBertForTokenClassification),
     load=load,
-    exports={TextEncoder: "BertModel", MaskedLM: "BertForMaskedLM", SequenceClassifier: "BertForSequenceClassification"},
+    exports={
+        TextEncoder: "BertModel", MaskedLM: "BertForMaskedLM", SequenceClassifier: "BertForSequenceClassification",
+        TokenClassifier: "BertForTokenClassification",
+    },
 )  # fmt: skip
 register(SPEC)
