@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from typing import Any, Literal
 
 from torch import Tensor, nn
@@ -11,17 +13,20 @@ from torchmetrics.classification import MulticlassAccuracy
 from tasks.token_classification.model import build_token_classifier
 from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.core.backbones import BackboneKind
+from tetraformer.core.heads import TokenClassificationHead
 from tetraformer.core.viterbi import constrained_decode
 from tetraformer.data import DataError, LabelVocabulary
 from tetraformer.data.collate import IGNORE_INDEX
 from tetraformer.data.conll import join_words
 from tetraformer.data.tag_schemes import allowed_transitions, entity_spans
 from tetraformer.data.word_alignment import gather_words, word_mask
+from tetraformer.interop import load_hf
 from tetraformer.training.entity_metrics import REPORT_COLUMNS, EntityScore
 from tetraformer.training.loggers import wandb_logger
 from tetraformer.training.module import TaskModule
 from tetraformer.training.reports import write_table
 
+log = logging.getLogger(__name__)
 Decoding = Literal["argmax", "constrained"]
 ENTITY_SCORES = ("precision", "recall", "f1")
 
@@ -64,7 +69,29 @@ class TokenClassification(TaskModule):
             self.scheme = self.scheme or getattr(datamodule, "scheme", None)
             if self.vocabulary is None:
                 return
+        fresh = self.net is None
         super().configure_model()
+        if fresh and self.net is not None and self.init_from and Path(self.init_from).is_dir():
+            self._take_hf_classifier(Path(self.init_from))
+
+    def _take_hf_classifier(self, source: Path) -> None:
+        """Keep a Hugging Face BertForTokenClassification's classifier when its labels are this data's tags.
+
+        Its labels fit when id2label names our tags in our order, or only says how many (LABEL_i) and the count
+        matches; otherwise the head stays fresh (logged).
+        """
+        model = load_hf(source)
+        head = getattr(model, "head", None)
+        if not isinstance(head, TokenClassificationHead):
+            return
+        names = [str(v) for _, v in sorted((int(k), v) for k, v in (model.hf_config.get("id2label") or {}).items())]
+        generic = names == [f"LABEL_{i}" for i in range(len(names))] or not names
+        if head.classifier.out_features != len(self.vocabulary) or not (generic or names == self.vocabulary.names):
+            log.info("%s: its classifier's labels %s are not this data's tags: the head starts fresh", source,
+                     names or head.classifier.out_features)  # fmt: skip
+            return
+        self.net.head.load_state_dict(head.state_dict())
+        log.info("%s: kept its token classifier (%d labels)", source, len(self.vocabulary))
 
     def network_config(self, datamodule: Any) -> TransformerConfig:
         """The architecture with the tokenizer's vocabulary, room for max_length, one segment type on an encoder."""

@@ -47,7 +47,7 @@ def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
     return {
         "seed_everything": 0,
         "trainer": {
-            "default_root_dir": str(root), "max_epochs": 4, "log_every_n_steps": 1, "enable_progress_bar": False,
+            "default_root_dir": str(root), "max_epochs": 7, "log_every_n_steps": 1, "enable_progress_bar": False,
             "enable_model_summary": False, "accelerator": "cpu", "devices": 1,
         },
         "model": {
