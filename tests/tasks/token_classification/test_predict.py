@@ -78,11 +78,11 @@ def test_constrained_decoding_never_emits_an_invalid_transition(
     mask = torch.arange(12)[None] < torch.randint(1, 13, (64, 1))  # (S, W) prefixes
     lengths = mask.sum(1).tolist()
     argmax = module.decode_words(scores, mask)
-    assert not all(valid([names[i] for i in row[:n]], names, "IOB2") for row, n in zip(argmax.tolist(), lengths))
+    assert not all(valid([names[i] for i in row[:n]], names, "IOB2") for row, n in zip(argmax.tolist(), lengths, strict=True))
     module.decode = "constrained"
     constrained = module.decode_words(scores, mask)
     assert (constrained == -100).equal(~mask)
-    assert all(valid([names[i] for i in row[:n]], names, "IOB2") for row, n in zip(constrained.tolist(), lengths))
+    assert all(valid([names[i] for i in row[:n]], names, "IOB2") for row, n in zip(constrained.tolist(), lengths, strict=True))
     out = predict(ckpt, splits["test"], tmp_path / "p", "--model.decode", "constrained")
     assert all(valid(r["tags"], names, "IOB2") for r in out)
 
