@@ -123,8 +123,9 @@ class TokenClassificationData(TaskDataModule):
 
     def read(self, path: str, labelled: bool = True) -> list[TaggedSentence]:
         """The sentences of a file (or files), tags checked against the scheme and made canonical."""
-        sentences = read_sentences(path, self.format, labelled, lambda tag: tag_problem(tag, self.tag_scheme),
-                                   self.encoding, word_split=self.word_split, **self.fields)  # fmt: skip
+        check = (lambda tag: tag_problem(tag, self.tag_scheme)) if labelled else None  # to predict, tags are unused
+        sentences = read_sentences(path, self.format, labelled, check, self.encoding, word_split=self.word_split,
+                                   **self.fields)  # fmt: skip
         for sentence in sentences:
             if sentence.tags is not None:
                 sentence.tags = to_canonical(sentence.tags, self.tag_scheme)

@@ -62,8 +62,9 @@ def test_long_sentences_get_one_tag_per_word(run_cli: Callable[..., Path], tmp_p
     gold = tagged_sentences(4, 7, length=(30, 40))
     out = predict(run / "checkpoints" / "last.ckpt", write_conll(tmp_path / "long.conll", gold), tmp_path / "p")
     assert [len(r["tags"]) for r in out] == [len(s) for s in gold]
-    right = sum(p == t for r, s in zip(out, gold, strict=True) for p, (_, t) in zip(r["tags"], s, strict=True))
-    assert right / sum(len(s) for s in gold) > 0.9
+    pairs = [(p, t) for r, s in zip(out, gold, strict=True) for p, (_, t) in zip(r["tags"], s, strict=True)]
+    entity_words = [(p, t) for p, t in pairs if t != "O"]  # all-O output would score 0 here
+    assert sum(p == t for p, t in entity_words) / len(entity_words) > 0.8, out
 
 
 def test_constrained_decoding_never_emits_an_invalid_transition(
