@@ -8,14 +8,13 @@ from typing import Any, Literal
 
 from torch.utils.data import DataLoader
 
-from tetraformer.data import DataError, LabelVocabulary, load_tokenizer
+from tetraformer.data import DataError, LabelVocabulary
 from tetraformer.data.collate import IGNORE_INDEX, PaddingCollator
 from tetraformer.data.conll import SentenceFormat, TaggedSentence, WordSplit, join_words, read_sentences
 from tetraformer.data.run_tokenizer import prepare_run_tokenizer
 from tetraformer.data.splits import train_val_split
 from tetraformer.data.tag_schemes import PREFIXES, canonical_scheme, split_tag, tag_problem, to_canonical
 from tetraformer.data.word_alignment import SentenceBatches, sentence_windows
-from tetraformer.training.checkpoint import source_tokenizer
 from tetraformer.training.datamodule import TaskDataModule
 
 log = logging.getLogger(__name__)
@@ -72,11 +71,6 @@ class TokenClassificationData(TaskDataModule):
         return "--data.max_length", self.max_length
 
     # --- tokenizer -----------------------------------------------------------------------------------
-    def init_from(self) -> str | None:
-        """The module's `init_from` source: its tokenizer is the one the pretrained embedding knows."""
-        module = self.trainer.lightning_module if self.trainer is not None else None
-        return getattr(module, "init_from", None)
-
     def prepare_data(self) -> None:
         """Train the run's tokenizer on the training words unless one is configured or init_from brings one."""
         if self.tokenizer_path or self.init_from():
@@ -86,15 +80,6 @@ class TokenClassificationData(TaskDataModule):
         _write_if_changed(words, "".join(join_words(s.tokens, self.word_split) + "\n" for s in sentences))
         prepare_run_tokenizer(self.tokenizer_dir(), [words], self.tokenizer_type, self.vocab_size, "text",
                               "utf-8")  # fmt: skip
-
-    def load_run_tokenizer(self) -> Any:
-        """The configured tokenizer, else the init_from source's, else the one trained into the run directory."""
-        if self.tokenizer_path or not self.init_from():
-            return load_tokenizer(self.tokenizer_dir())
-        tokenizer = source_tokenizer(self.init_from())
-        if tokenizer is None:
-            raise DataError(f"{self.init_from()} stores no tokenizer: set --data.tokenizer")
-        return tokenizer
 
     # --- splits --------------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
