@@ -178,7 +178,10 @@ def build_digits(root: Path, opts: Options) -> Counts:
 
 
 def build_ner_ja(root: Path, opts: Options) -> Counts:
-    """Japanese gold NER (hironsancorpus, IOB2) -> ner_ja/{train,val,test}.conll (80/10/10)."""
+    """Japanese gold NER (hironsancorpus, IOB2) -> ner_ja/{train,val,test}.conll (80/10/10).
+
+    Also ner_ja/train_sentences.txt: the training sentences as text, one per line (masked-LM pretraining).
+    """
     path = pip_package_dir("hironsancorpus", "hironsan") / "corpus" / "iob_sents.txt"
     if not path.is_file():
         raise SourceUnavailable(f"hironsancorpus does not contain {path}")
@@ -186,7 +189,10 @@ def build_ner_ja(root: Path, opts: Options) -> Counts:
     parts = dict(
         zip(("train", "val", "test"), split_items(sentences, [0.8, 0.1, 0.1], opts.seed), strict=True)
     )
-    return {f"ner_ja/{s}.conll": write_conll(root / f"ner_ja/{s}.conll", part) for s, part in parts.items()}
+    counts = {f"ner_ja/{s}.conll": write_conll(root / f"ner_ja/{s}.conll", part) for s, part in parts.items()}
+    text = "".join("".join(token for token, _ in sentence) + "\n" for sentence in parts["train"])
+    counts["ner_ja/train_sentences.txt"] = write_text(root / "ner_ja" / "train_sentences.txt", text)
+    return counts
 
 
 # --------------------------------------------------------------------------- registry and runner

@@ -9,12 +9,11 @@ from typing import Any, Literal
 
 from torch.utils.data import DataLoader
 
-from tetraformer.data import DataError, LabelVocabulary, load_tokenizer, read_records, resolve_files
+from tetraformer.data import DataError, LabelVocabulary, read_records, resolve_files
 from tetraformer.data.buckets import LengthBuckets
 from tetraformer.data.records import LINE_COLUMN, SOURCE_COLUMN
 from tetraformer.data.run_tokenizer import prepare_run_tokenizer
 from tetraformer.data.splits import train_val_split
-from tetraformer.training.checkpoint import source_tokenizer
 from tetraformer.training.datamodule import TaskDataModule
 
 log = logging.getLogger(__name__)
@@ -54,11 +53,6 @@ class TextClassificationData(TaskDataModule):
         self.vocabulary: LabelVocabulary | None = None
 
     # --- tokenizer -----------------------------------------------------------------------------------
-    def init_from(self) -> str | None:
-        """The module's `init_from` source: its tokenizer is the one the pretrained embedding knows."""
-        module = self.trainer.lightning_module if self.trainer is not None else None
-        return getattr(module, "init_from", None)
-
     def sequence_length(self) -> tuple[str, int]:
         """The longest sequence a batch holds, and the option that sets it."""
         return "--data.max_length", self.max_length
@@ -69,17 +63,6 @@ class TextClassificationData(TaskDataModule):
             return
         prepare_run_tokenizer(self.run_dir() / "tokenizer", resolve_files(self.require("train")), self.tokenizer_type,
                               self.vocab_size, self.text_field, self.encoding)  # fmt: skip
-
-    def load_run_tokenizer(self) -> Any:
-        """The configured tokenizer, else the init_from source's, else the one trained into the run directory."""
-        if self.tokenizer_path:
-            return load_tokenizer(self.tokenizer_path)
-        if self.init_from():
-            tokenizer = source_tokenizer(self.init_from())
-            if tokenizer is None:
-                raise DataError(f"{self.init_from()} stores no tokenizer: set --data.tokenizer")
-            return tokenizer
-        return load_tokenizer(self.run_dir() / "tokenizer")
 
     # --- splits --------------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:

@@ -10,6 +10,9 @@ import lightning as L
 from torch.utils.data import DataLoader, Dataset
 
 from tetraformer.data.collate import PaddingCollator
+from tetraformer.data.errors import DataError
+from tetraformer.data.tokenizer import load_tokenizer
+from tetraformer.training.checkpoint import source_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,20 @@ class TaskDataModule(L.LightningDataModule):
     def tokenizer_dir(self) -> Path:
         """Where this run's tokenizer lives: the configured one, or one trained into the run directory."""
         return Path(self.tokenizer_path) if self.tokenizer_path else self.run_dir() / "tokenizer"
+
+    def init_from(self) -> str | None:
+        """The module's `init_from` source: its tokenizer is the one the pretrained embedding knows."""
+        module = self.trainer.lightning_module if self.trainer is not None else None
+        return getattr(module, "init_from", None)
+
+    def load_run_tokenizer(self) -> Any:
+        """The configured tokenizer, else the init_from source's, else the one trained into the run directory."""
+        if self.tokenizer_path or not self.init_from():
+            return load_tokenizer(self.tokenizer_dir())
+        tokenizer = source_tokenizer(self.init_from())
+        if tokenizer is None:
+            raise DataError(f"{self.init_from()} stores no tokenizer: set --data.tokenizer")
+        return tokenizer
 
     def run_dir(self) -> Path:
         """The run's output directory (the Trainer's default_root_dir)."""

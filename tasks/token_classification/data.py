@@ -1,0 +1,200 @@
+"""LightningDataModule for token classification: tagged sentences -> overlapping subword windows -> batches."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+from torch.utils.data import DataLoader
+
+from tetraformer.data import DataError, LabelVocabulary
+from tetraformer.data.collate import IGNORE_INDEX, PaddingCollator
+from tetraformer.data.conll import SentenceFormat, TaggedSentence, WordSplit, join_words, read_sentences
+from tetraformer.data.run_tokenizer import prepare_run_tokenizer
+from tetraformer.data.splits import train_val_split
+from tetraformer.data.tag_schemes import PREFIXES, canonical_scheme, split_tag, tag_problem, to_canonical
+from tetraformer.data.word_alignment import SentenceBatches, sentence_windows
+from tetraformer.training.datamodule import TaskDataModule
+
+log = logging.getLogger(__name__)
+Row = dict[str, Any]  # one window: input_ids, word_labels, labels, word_index, sentence (+ record, words)
+TagScheme = Literal["IOB1", "IOB2", "BIOES", "IO"]
+WORDS_FILE = "train_words.txt"  # the training sentences as text, what the run's tokenizer is trained on
+
+
+class TokenClassificationData(TaskDataModule):
+    """CoNLL or JSONL tagged sentences (raw text too, to predict); each sentence cut into windows of subwords.
+
+    Tags are checked against `tag_scheme` and kept in its canonical form (IOB1 becomes IOB2). The tag
+    vocabulary is every tag of the scheme for each entity type the training data has (or `labels`); a
+    checkpoint's vocabulary wins when the module brings one. Batches hold whole sentences (`batch_size`
+    sentences, all their windows). The TaskDataModule options pass through `**kwargs`.
+    """
+
+    def __init__(
+        self,
+        format: SentenceFormat | None = None,  # noqa: A002 - None: from each file's suffix
+        tag_scheme: TagScheme = "IOB2",
+        tokens_field: str = "tokens",
+        tags_field: str = "tags",
+        text_field: str = "text",
+        word_split: WordSplit = "whitespace",
+        encoding: str = "utf-8",
+        labels: list[str] | None = None,
+        label_all_subwords: bool = False,
+        max_length: int = 128,
+        stride: int = 32,
+        bucket: bool = False,
+        tokenizer_type: Literal["bpe", "wordpiece", "unigram", "char"] = "wordpiece",
+        vocab_size: int = 8000,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.save_hyperparameters()
+        canonical_scheme(tag_scheme)  # an unknown scheme fails here, naming the known ones
+        self.format, self.tag_scheme, self.word_split, self.encoding = format, tag_scheme, word_split, encoding
+        self.fields = {"tokens_field": tokens_field, "tags_field": tags_field, "text_field": text_field}
+        self.fixed_labels, self.label_all_subwords = labels, label_all_subwords
+        self.max_length, self.stride, self.bucket = max_length, stride, bucket
+        self.tokenizer_type, self.vocab_size = tokenizer_type, vocab_size
+        self.vocabulary: LabelVocabulary | None = None
+        self.sentences: dict[str, list[TaggedSentence]] = {}
+
+    @property
+    def scheme(self) -> str:
+        """The scheme the tags are kept in (IOB2 for IOB1 data)."""
+        return canonical_scheme(self.tag_scheme)
+
+    def sequence_length(self) -> tuple[str, int]:
+        """The longest window a batch holds, and the option that sets it."""
+        return "--data.max_length", self.max_length
+
+    # --- tokenizer -----------------------------------------------------------------------------------
+    def prepare_data(self) -> None:
+        """Train the run's tokenizer on the training words unless one is configured or init_from brings one."""
+        if self.tokenizer_path or self.init_from():
+            return
+        sentences = self.read(self.require("train"))
+        words = self.run_dir() / "tokenizer_data" / WORDS_FILE
+        _write_if_changed(words, "".join(join_words(s.tokens, self.word_split) + "\n" for s in sentences))
+        prepare_run_tokenizer(self.tokenizer_dir(), [words], self.tokenizer_type, self.vocab_size, "text",
+                              "utf-8")  # fmt: skip
+
+    # --- splits --------------------------------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        """Read the sentences the stage needs; on fit, fix the tag vocabulary from the training split."""
+        if self.tokenizer is None:
+            self.tokenizer = self.load_run_tokenizer()
+        if stage == "fit" and "train" not in self.sentences:
+            train = self.read(self.require("train"))
+            val = self.read(self.val_path) if self.val_path else None
+            if val is None:
+                train, val = train_val_split(train, self.val_fraction, self.seed)
+            self.sentences["train"], self.sentences["val"] = train, val
+        if stage == "validate" and "val" not in self.sentences:
+            self.sentences["val"] = self.read(self.val_path or self.require("train"))
+        if stage == "test":
+            self.sentences["test"] = self.read(self.require("test"))
+        if stage == "predict":
+            self.sentences["predict"] = self.read(self.require("predict"), labelled=False)
+        for split, sentences in self.sentences.items():
+            if split not in self.datasets:
+                self.datasets[split] = self.windows(sentences, predict=split == "predict")
+        if self.vocabulary is None and (self.fixed_labels or "train" in self.sentences):
+            self.use_labels(self.training_vocabulary())
+        elif self.vocabulary is not None:
+            self.use_labels(self.vocabulary)
+
+    def read(self, path: str, labelled: bool = True) -> list[TaggedSentence]:
+        """The sentences of a file (or files), tags checked against the scheme and made canonical."""
+        check = (lambda tag: tag_problem(tag, self.tag_scheme)) if labelled else None  # to predict, tags are unused
+        sentences = read_sentences(path, self.format, labelled, check, self.encoding, word_split=self.word_split,
+                                   **self.fields)  # fmt: skip
+        for sentence in sentences:
+            if sentence.tags is not None:
+                sentence.tags = to_canonical(sentence.tags, self.tag_scheme)
+        return sentences
+
+    def training_vocabulary(self) -> LabelVocabulary:
+        """`--data.labels` in their order, else O and every scheme tag of each type the training data has."""
+        if self.fixed_labels:
+            for tag in self.fixed_labels:
+                problem = tag_problem(tag, self.scheme)
+                if problem is not None:
+                    raise DataError(f"--data.labels: {problem}")
+            return LabelVocabulary(self.fixed_labels)
+        return LabelVocabulary(scheme_tags(self.sentences["train"], self.scheme))
+
+    def use_labels(self, vocabulary: LabelVocabulary) -> None:
+        """Label every labelled split's windows with this vocabulary; an unknown tag is a DataError at its line."""
+        self.vocabulary = vocabulary
+        for split, sentences in self.sentences.items():
+            if split == "predict":
+                continue
+            tag_ids = [_encode_tags(vocabulary, sentence) for sentence in sentences]
+            for row in self.datasets[split]:
+                ids = tag_ids[row["sentence"]]
+                row["labels"] = [IGNORE_INDEX if w == IGNORE_INDEX else ids[w] for w in row["word_labels"]]
+
+    def windows(self, sentences: list[TaggedSentence], predict: bool = False) -> list[Row]:
+        """The windows of every sentence, each knowing its sentence; `word_labels` say which word labels an id."""
+        rows: list[Row] = []
+        for number, sentence in enumerate(sentences):
+            words = None if predict else list(range(len(sentence.tokens)))
+            for window in sentence_windows(self.tokenizer, sentence.tokens, words, self.max_length, self.stride,
+                                           self.label_all_subwords):  # fmt: skip
+                row: Row = {"input_ids": window.input_ids, "word_labels": window.labels,
+                            "word_index": window.word_index, "sentence": number}  # fmt: skip
+                if predict:
+                    row["labels"], row["record"], row["words"] = window.labels, sentence.fields, sentence.tokens
+                rows.append(row)
+        return rows
+
+    # --- batches -------------------------------------------------------------------------------------
+    def collate(self, rows: list[Row]) -> dict[str, Any]:
+        """Padded windows; `sentence` numbered within the batch; one record and word list per sentence."""
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        keep = ("input_ids", "labels", "word_index")
+        batch = PaddingCollator(pad_id, pad_values={"word_index": IGNORE_INDEX})([{k: r[k] for k in keep} for r in rows])
+        order = list(dict.fromkeys(r["sentence"] for r in rows))
+        local = {s: i for i, s in enumerate(order)}
+        batch["token_type_ids"] = batch["input_ids"].new_zeros(batch["input_ids"].shape)  # (B, T) one segment
+        batch["sentence"] = batch["input_ids"].new_tensor([local[r["sentence"]] for r in rows])  # (B,)
+        if "record" in rows[0]:
+            first = {r["sentence"]: r for r in reversed(rows)}
+            batch["records"] = [first[s]["record"] for s in order]
+            batch["words"] = [first[s]["words"] for s in order]
+            batch["word_split"] = self.word_split
+        return batch
+
+    def loader(self, split: str, shuffle: bool = False) -> DataLoader:
+        """Batches of whole sentences (shuffled, or with `bucket` of similar length, for training)."""
+        rows = self.datasets[split]
+        lengths = [len(r["input_ids"]) for r in rows] if self.bucket and shuffle else None
+        sampler = SentenceBatches([r["sentence"] for r in rows], self.batch_size, shuffle, lengths, self.seed)
+        return DataLoader(rows, batch_sampler=sampler, num_workers=self.num_workers, collate_fn=self.collate,
+                          persistent_workers=self.num_workers > 0)  # fmt: skip
+
+
+def scheme_tags(sentences: list[TaggedSentence], scheme: str) -> list[str]:
+    """O, then for each entity type in the sentences (sorted) the scheme's tags: B-X, I-X (E-X, S-X)."""
+    kinds = sorted({split_tag(tag)[1] for s in sentences for tag in s.tags or ()} - {""})
+    if not kinds:
+        raise DataError("the training data has no entity tags (every tag is O)")
+    return ["O", *(f"{prefix}-{kind}" for kind in kinds for prefix in PREFIXES[scheme])]
+
+
+def _encode_tags(vocabulary: LabelVocabulary, sentence: TaggedSentence) -> list[int]:
+    """A sentence's tag ids; an unknown tag names its line and the known tags."""
+    if sentence.tags is None:
+        raise DataError("sentence has tokens without tags", *sentence.where)
+    return [int(vocabulary.encode(tag, sentence.source, sentence.line_of(i))) for i, tag in enumerate(sentence.tags)]
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """Write a file only when its text changes, so its modification time says when the data changed."""
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")

@@ -1,0 +1,209 @@
+"""LightningModule for token classification: loss on labelled subwords, word-level decoding, entity-level F1."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+from torch import Tensor, nn
+from torchmetrics import Metric
+from torchmetrics.classification import MulticlassAccuracy
+
+from tasks.token_classification.model import build_token_classifier
+from tetraformer.core import TextEncoder, TransformerConfig
+from tetraformer.core.backbones import BackboneKind
+from tetraformer.core.heads import TokenClassificationHead
+from tetraformer.core.viterbi import constrained_decode
+from tetraformer.data import DataError, LabelVocabulary
+from tetraformer.data.collate import IGNORE_INDEX
+from tetraformer.data.conll import join_words
+from tetraformer.data.tag_schemes import allowed_transitions, entity_spans
+from tetraformer.data.word_alignment import gather_words, word_mask
+from tetraformer.interop import load_hf
+from tetraformer.training.entity_metrics import REPORT_COLUMNS, EntityScore
+from tetraformer.training.loggers import wandb_logger
+from tetraformer.training.module import TaskModule
+from tetraformer.training.reports import write_table
+
+log = logging.getLogger(__name__)
+Decoding = Literal["argmax", "constrained"]
+ENTITY_SCORES = ("precision", "recall", "f1")
+
+
+class TokenClassification(TaskModule):
+    """One tag per word (NER, chunking, POS) on an encoder, decoder or encoder-decoder backbone.
+
+    The loss covers the labelled subwords; metrics see one prediction per word, reassembled from a sentence's
+    windows: token accuracy and seqeval's entity precision/recall/F1 (`strict_scheme` for its strict mode).
+    `decode constrained` runs Viterbi over the scheme's allowed transitions, so no I-X follows O in IOB2.
+    Test writes the per-type entity report; no per-tag confusion report is made (label_names stays None):
+    B-/I- tag counts mislead where entities are what is scored. The tag vocabulary and scheme travel in the
+    checkpoint. The TaskModule options (arch, optim, init_from, label_smoothing) pass through `**kwargs`.
+    """
+
+    hf_architectures = ("BertForTokenClassification",)
+
+    def __init__(
+        self,
+        backbone: BackboneKind = "encoder",
+        decode: Decoding = "argmax",
+        strict_scheme: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.save_hyperparameters()
+        if decode not in ("argmax", "constrained"):
+            raise ValueError(f"--model.decode {decode!r}; expected argmax or constrained")
+        self.backbone_kind, self.decode, self.strict_scheme = backbone, decode, strict_scheme
+        self.vocabulary: LabelVocabulary | None = None
+        self.scheme: str | None = None
+        self.transitions: tuple[Tensor, Tensor, Tensor] | None = None  # (start, trans, end) for Viterbi
+
+    # --- network -------------------------------------------------------------------------------------
+    def configure_model(self) -> None:
+        """Take the data's tags and scheme, then build; without them (a checkpoint's run) the checkpoint builds."""
+        if self.net is None and self._trainer is not None:
+            datamodule = self.trainer.datamodule
+            self.vocabulary = self.vocabulary or getattr(datamodule, "vocabulary", None)
+            self.scheme = self.scheme or getattr(datamodule, "scheme", None)
+            if self.vocabulary is None:
+                return
+        fresh = self.net is None
+        super().configure_model()
+        if fresh and self.net is not None and self.init_from and Path(self.init_from).is_dir():
+            self._take_hf_classifier(Path(self.init_from))
+
+    def _take_hf_classifier(self, source: Path) -> None:
+        """Keep a Hugging Face BertForTokenClassification's classifier when its labels are this data's tags.
+
+        Its labels fit when id2label names our tags in our order, or only says how many (LABEL_i) and the count
+        matches; otherwise the head stays fresh (logged).
+        """
+        model = load_hf(source)
+        head = getattr(model, "head", None)
+        if not isinstance(head, TokenClassificationHead):
+            return
+        names = [str(v) for _, v in sorted((int(k), v) for k, v in (model.hf_config.get("id2label") or {}).items())]
+        generic = names == [f"LABEL_{i}" for i in range(len(names))] or not names
+        if head.classifier.out_features != len(self.vocabulary) or not (generic or names == self.vocabulary.names):
+            log.info("%s: its classifier's labels %s are not this data's tags: the head starts fresh", source,
+                     names or head.classifier.out_features)  # fmt: skip
+            return
+        self.net.head.load_state_dict(head.state_dict())
+        log.info("%s: kept its token classifier (%d labels)", source, len(self.vocabulary))
+
+    def network_config(self, datamodule: Any) -> TransformerConfig:
+        """The architecture with the tokenizer's vocabulary, room for max_length, one segment type on an encoder."""
+        max_len = max(self.arch.max_len, getattr(datamodule, "max_length", 0))
+        types = self.arch.type_vocab_size or (2 if self.backbone_kind == "encoder" else 0)  # 2: BERT's shape
+        return self.arch.replace(vocab_size=len(datamodule.tokenizer), max_len=max_len, type_vocab_size=types)
+
+    def make_network(self, cfg: TransformerConfig) -> nn.Module:
+        """A TokenClassifier with one output per tag."""
+        return build_token_classifier(cfg, self.backbone_kind, len(self.vocabulary))
+
+    def task_state(self) -> dict[str, Any]:
+        """The tag vocabulary and its scheme."""
+        return {"labels": self.vocabulary.state(), "scheme": self.scheme}
+
+    def load_task_state(self, state: dict[str, Any]) -> None:
+        """Restore the tag vocabulary and scheme."""
+        self.vocabulary, self.scheme = LabelVocabulary.from_state(state["labels"]), state["scheme"]
+
+    # --- the data's tags -----------------------------------------------------------------------------
+    def on_fit_start(self) -> None:
+        """Share tags with the data, build metrics."""
+        self._share_labels()
+        super().on_fit_start()
+
+    def on_validation_start(self) -> None:
+        """Share tags with the data before its tags are encoded."""
+        self._share_labels()
+        super().on_validation_start()
+
+    def on_test_start(self) -> None:
+        """Share tags with the data before its tags are encoded."""
+        self._share_labels()
+        super().on_test_start()
+
+    def _share_labels(self) -> None:
+        """Encode the data's tags with this model's vocabulary (a checkpoint's wins); mismatches are errors."""
+        datamodule = self.trainer.datamodule
+        theirs = getattr(datamodule, "vocabulary", None)
+        if datamodule is None or theirs is self.vocabulary:
+            return
+        if getattr(datamodule, "scheme", self.scheme) != self.scheme:
+            raise DataError(f"the data's tag scheme {datamodule.scheme} differs from the checkpoint's {self.scheme}")
+        if theirs is not None and "train" in datamodule.sentences and theirs.names != self.vocabulary.names:
+            raise DataError(f"the training data's tags ({theirs.describe()}) differ from the checkpoint's "
+                            f"({self.vocabulary.describe()})")  # fmt: skip
+        datamodule.use_labels(self.vocabulary)
+
+    # --- steps ---------------------------------------------------------------------------------------
+    def forward_batch(self, batch: dict[str, Tensor]) -> Tensor:
+        """(B, T) window ids and mask (and segments on an encoder) -> (B, T, L) logits."""
+        extra = {"token_type_ids": batch["token_type_ids"]} if isinstance(self.net.backbone, TextEncoder) else {}
+        return self.net(batch["input_ids"], attention_mask=batch["attention_mask"], **extra)
+
+    def word_scores(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """(logits (B, T, L) of the windows, word-level log-probabilities (S, W, L) of the batch's sentences)."""
+        logits = self.forward_batch(batch).float()  # (B, T, L)
+        scores = gather_words(logits.detach().log_softmax(-1), batch["word_index"], batch["sentence"], fill=0.0)
+        return logits, scores
+
+    def decode_words(self, scores: Tensor, mask: Tensor) -> Tensor:
+        """(S, W, L) word log-probabilities, (S, W) word mask -> (S, W) tag ids, -100 off the mask."""
+        if self.decode == "argmax":
+            return scores.argmax(-1).masked_fill(~mask, IGNORE_INDEX)  # (S, W)
+        if self.transitions is None or self.transitions[0].device != scores.device:
+            self.transitions = tuple(t.to(scores.device) for t in allowed_transitions(self.vocabulary.names,
+                                                                                     self.scheme))  # fmt: skip
+        start, trans, end = self.transitions
+        return constrained_decode(scores, mask, trans, start, end)
+
+    def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
+        """Cross-entropy over labelled subwords; word-level predictions and targets feed the metrics."""
+        logits, scores = self.word_scores(batch)
+        loss = self.cross_entropy(logits, batch["labels"])
+        targets = gather_words(batch["labels"], batch["word_index"], batch["sentence"])  # (S, W)
+        return {"loss": loss, "preds": self.decode_words(scores, targets != IGNORE_INDEX), "targets": targets}
+
+    def make_metrics(self) -> dict[str, Metric]:
+        """Token (word) accuracy, and entity precision, recall and F1 (seqeval, micro over entities)."""
+        metrics: dict[str, Metric] = {
+            "token_acc": MulticlassAccuracy(len(self.vocabulary), average="micro", ignore_index=IGNORE_INDEX)
+        }
+        for score in ENTITY_SCORES:
+            metrics[f"entity_{score}"] = EntityScore(self.vocabulary.names, self.scheme, self.strict_scheme, score)
+        return metrics
+
+    def batch_tokens(self, batch: dict[str, Tensor]) -> int:
+        """Real tokens in the batch's windows."""
+        return int(batch["attention_mask"].sum())
+
+    def on_test_epoch_end(self) -> None:
+        """Write and log the per-type entity report (precision, recall, F1, support) of the test set."""
+        super().on_test_epoch_end()
+        rows = self.test_metrics["entity_f1"].report_rows()  # synced over processes: every rank calls it
+        if not self.trainer.is_global_zero:
+            return
+        for name, _, _, f1, _ in rows:
+            if not name.endswith(" avg"):
+                self.log(f"test/entity_f1/{name}", f1, rank_zero_only=True)
+        write_table(self.trainer.default_root_dir, "test_entities", REPORT_COLUMNS, rows,
+                    logger=wandb_logger(self.loggers), key="test/entities", step=self.global_step)  # fmt: skip
+
+    # --- prediction ----------------------------------------------------------------------------------
+    def predict_step(self, batch: dict[str, Any], batch_idx: int) -> list[dict[str, Any]]:
+        """Each input sentence's fields with its words, one tag per word and the entity spans they make."""
+        _, scores = self.word_scores(batch)
+        preds = self.decode_words(scores, word_mask(batch["word_index"], batch["sentence"]))  # (S, W)
+        out = []
+        for record, words, ids in zip(batch["records"], batch["words"], preds.tolist(), strict=True):
+            tags = [self.vocabulary.names[i] for i in ids[: len(words)]]
+            entities = [{"type": kind, "start": start, "end": end,
+                         "text": join_words(words[start:end], batch["word_split"])}
+                        for kind, start, end in entity_spans(tags, self.scheme)]  # fmt: skip
+            out.append({**record, "tokens": words, "tags": tags, "entities": entities})
+        return out

@@ -1,0 +1,79 @@
+"""The datamodule: tag vocabulary from the scheme, IOB1 read as IOB2, and bad tags as one-line CLI errors."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tasks.token_classification.data import TokenClassificationData, scheme_tags
+from tests.tasks.token_classification.conftest import tagged_sentences
+from tetraformer.data import DataError, train_tokenizer
+from tetraformer.data.collate import IGNORE_INDEX
+
+
+@pytest.fixture
+def tokenizer_dir(tmp_path: Path) -> Path:
+    """A WordPiece tokenizer of the fixture's words."""
+    text = tmp_path / "words.txt"
+    text.write_text("".join(" ".join(w for w, _ in s) + "\n" for s in tagged_sentences(50, 9)), encoding="utf-8")
+    train_tokenizer([text], "wordpiece", 100, tmp_path / "tok")
+    return tmp_path / "tok"
+
+
+def test_iob1_is_read_as_iob2_with_a_scheme_complete_vocabulary(tmp_path: Path, tokenizer_dir: Path) -> None:
+    """IOB1 tags become IOB2; the vocabulary is O then B-/I- of every type seen (I-LOC too, never seen)."""
+    train = tmp_path / "train.conll"
+    train.write_text("anna I-PER\nsmith I-PER\nboris B-PER\nin O\noslo I-LOC\n\n", encoding="utf-8")
+    data = TokenClassificationData(train_path=str(train), val_path=str(train), tag_scheme="IOB1",
+                                   tokenizer=str(tokenizer_dir))  # fmt: skip
+    data.setup("fit")
+    assert data.sentences["train"][0].tags == ["B-PER", "I-PER", "B-PER", "O", "B-LOC"]
+    assert data.vocabulary.names == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    assert data.scheme == "IOB2"
+    labels = [label for label in data.datasets["train"][0]["labels"] if label != IGNORE_INDEX]
+    assert labels == [3, 4, 3, 0, 1]
+
+
+def test_bioes_vocabulary_and_all_subwords_labelled(tmp_path: Path, tokenizer_dir: Path) -> None:
+    """BIOES adds E- and S- tags; label_all_subwords labels every subword of a word with its tag."""
+    train = tmp_path / "train.conll"
+    train.write_text("anna B-PER\nsmithereens E-PER\nin O\noslo S-LOC\n\n", encoding="utf-8")
+    data = TokenClassificationData(train_path=str(train), val_path=str(train), tag_scheme="BIOES",
+                                   tokenizer=str(tokenizer_dir), label_all_subwords=True)  # fmt: skip
+    data.setup("fit")
+    assert data.vocabulary.names == ["O", *(f"{p}-{t}" for t in ("LOC", "PER") for p in "BIES")]
+    row = data.datasets["train"][0]
+    assert sum(label != IGNORE_INDEX for label in row["labels"]) == len(row["input_ids"]) - 2  # all but specials
+    assert sum(w != IGNORE_INDEX for w in row["word_index"]) == 4
+
+
+def test_training_data_without_entities_is_an_error() -> None:
+    """Only O tags: no entity type to learn."""
+    with pytest.raises(DataError, match="no entity tags"):
+        scheme_tags([], "IOB2")
+
+
+@pytest.mark.parametrize(
+    ("val_text", "expected"),
+    [
+        ("anna B-PER\nin O\nrome B-CITY\n\n", r"val\.conll:3: unknown label 'B-CITY'; known labels: 'O', 'B-LOC'"),
+        ("anna B-PER\nrome L-LOC\n", r"val\.conll:2: 'L-LOC' is not an IOB2 tag"),
+        ("anna\tNNP\tB-PER\nrome\n", r"val\.conll:2: line has one column 'rome'"),
+    ],
+)
+def test_bad_validation_tags_are_one_line_errors(
+    run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    val_text: str, expected: str,
+) -> None:  # fmt: skip
+    """Through the CLI: exit code 2 and one line naming file, line, the problem (and the known tags)."""
+    val = tmp_path / "val.conll"
+    val.write_text(val_text, encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("fit", "--trainer.max_steps", "1", train_path=str(splits["train"]), val_path=str(val))
+    assert exit_info.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("error: ")
+    assert re.search(expected, line), line

@@ -1,0 +1,19 @@
+"""A tiny tagger learns the tagging fixture through the CLI: entity F1 well above chance, test report written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.tasks.token_classification.conftest import last_metrics
+
+
+@pytest.mark.parametrize("backbone", ["encoder", "decoder"])
+def test_learns_tagging_fixture(run_cli: Callable[..., Path], splits: dict[str, Path], backbone: str) -> None:
+    """Validation entity F1 and token accuracy end high; test writes the per-type entity report."""
+    run = run_cli("fit", model={"backbone": backbone}, train_path=str(splits["train"]), val_path=str(splits["val"]))
+    metrics = last_metrics(run)
+    assert metrics["val/entity_f1"] > 0.85, metrics
+    assert metrics["val/token_acc"] > 0.9, metrics
