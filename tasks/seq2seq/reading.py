@@ -71,12 +71,9 @@ def read_parallel(source_path: str, target_path: str, prefix: str, encoding: str
 
 
 def _lines(path: str, encoding: str) -> list[tuple[int, str]]:
-    """(line number, text without its ending) of one file; a trailing empty line is not a pair."""
+    """(line number, text without its ending) of one file."""
     (file,) = resolve_files(path)
-    lines = [(number, line.rstrip("\r\n")) for number, line in iter_lines(file, encoding)]
-    while lines and not lines[-1][1].strip():
-        lines.pop()
-    return lines
+    return [(number, line.rstrip("\r\n")) for number, line in iter_lines(file, encoding)]
 
 
 def _text(record: dict[str, Any], field: str, where: Where) -> str:
