@@ -45,6 +45,8 @@ class Seq2Seq(TaskModule):
     ) -> None:
         super().__init__(**kwargs)
         self.save_hyperparameters()
+        if isinstance(generation, dict):  # hyper-parameters of a checkpoint saved outside the CLI are plain data
+            generation = TextGenerationConfig(**generation)
         self.generation = generation or default_generation()
         self.metric_names = list(metrics) if metrics is not None else ["bleu", "chrf"]
         self.val_generate_batches, self.table_rows = val_generate_batches, table_rows

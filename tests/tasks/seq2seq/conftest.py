@@ -18,7 +18,8 @@ ALPHABET = "abcdefgh"
 ARCHS = {
     "t5": {"position": "relative", "norm": "rmsnorm", "norm_position": "pre", "activation": "geglu", "bias": False,
            "tie_embeddings": True},
-    "2017": {"position": "sinusoidal", "norm": "layernorm", "norm_position": "post", "activation": "relu"},
+    "2017": {"position": "sinusoidal", "norm": "layernorm", "norm_position": "post", "activation": "relu",
+             "scale_embeddings": True, "init_std": 0.125},  # the paper's embedding scale: N(0, d^-1/2) * sqrt(d)
 }  # fmt: skip
 
 
