@@ -93,7 +93,7 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
 
 
 def sentinel_ids(tokenizer: PreTrainedTokenizerBase, n: int | None = None) -> list[int]:
-    """Ids of T5's sentinels <extra_id_0>, <extra_id_1>, ...: the first `n`, or all the tokenizer has.
+    """Ids of T5's sentinels <extra_id_0>, <extra_id_1>, ...: the first `n`, or all it has (at least one).
 
     Works on any tokenizer that holds them by name: a trained one (`extra_ids`, ids counting up) or an HF T5
     tokenizer (ids counting down from the top of the vocabulary).
@@ -103,7 +103,7 @@ def sentinel_ids(tokenizer: PreTrainedTokenizerBase, n: int | None = None) -> li
     while SENTINEL.format(available) in vocab:
         available += 1
     wanted = available if n is None else n
-    if available == 0 or wanted > available:
+    if wanted > available or (n is None and available == 0):
         needed = max(wanted, 1)
         raise DataError(
             f"the tokenizer has {available} sentinel tokens (<extra_id_0>, <extra_id_1>, ...) but {needed} "
