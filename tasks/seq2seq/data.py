@@ -6,20 +6,21 @@ import logging
 from pathlib import Path
 from typing import Any, Literal
 
-import torch
-
 from tasks.seq2seq.reading import Pair, PairFile, read_pairs, read_parallel, read_sources
-from tetraformer.data import DataError, load_tokenizer
+from tetraformer.data import DataError, load_tokenizer, read_text
 from tetraformer.data.records import RecordFormat
 from tetraformer.data.run_tokenizer import prepare_run_tokenizer
+from tetraformer.data.seq2seq_batch import Seq2SeqCollator
+from tetraformer.data.span_corruption import SpanCorruptionCollator, SpanCorruptor
 from tetraformer.data.splits import train_val_split
 from tetraformer.training.checkpoint import source_tokenizer
 from tetraformer.training.datamodule import TaskDataModule
 from tetraformer.training.text_generation import decoder_start_token
 
 log = logging.getLogger(__name__)
-Row = dict[str, Any]  # input_ids, labels (absent when predicting), source, target, record
+Row = dict[str, Any]  # input_ids, labels (absent when predicting), source, target, record; or input_ids, noise_seed
 CORPUS = "tokenizer_corpus.txt"  # RUN_DIR file of both sides' texts the run's tokenizer trains on
+Objective = Literal["pairs", "span_corruption"]
 
 
 class Seq2SeqData(TaskDataModule):
@@ -30,6 +31,10 @@ class Seq2SeqData(TaskDataModule):
     `init_from` source's, else one trained on both sides of the training pairs into RUN_DIR/tokenizer.
     The TaskDataModule options (paths, tokenizer, batch_size, num_workers, val_fraction, seed) pass through
     `**kwargs`.
+
+    `objective: span_corruption` pretrains on plain text instead (T5's objective): `train_path` holds text or
+    JSONL (`text_field`), cut into chunks that fit `max_source_length`; the run's tokenizer then reserves
+    `extra_ids` sentinels, and batches are corrupted anew each epoch (validation rows always the same way).
     """
 
     def __init__(
@@ -46,6 +51,11 @@ class Seq2SeqData(TaskDataModule):
         max_target_length: int = 128,
         tokenizer_type: Literal["bpe", "wordpiece", "unigram", "char"] = "unigram",
         vocab_size: int = 8000,
+        objective: Objective = "pairs",
+        text_field: str = "text",
+        noise_density: float = 0.15,
+        mean_span_length: float = 3.0,
+        extra_ids: int = 100,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -54,6 +64,8 @@ class Seq2SeqData(TaskDataModule):
         self.source_path, self.target_path, self.mixture = source_path, target_path, mixture
         self.encoding, self.max_source_length, self.max_target_length = encoding, max_source_length, max_target_length
         self.tokenizer_type, self.vocab_size = tokenizer_type, vocab_size
+        self.objective, self.text_field, self.extra_ids = objective, text_field, extra_ids
+        self.noise = {"noise_density": noise_density, "mean_span_length": mean_span_length}
 
     # --- tokenizer -----------------------------------------------------------------------------------
     def init_from(self) -> str | None:
@@ -72,9 +84,13 @@ class Seq2SeqData(TaskDataModule):
         if self.tokenizer_path or self.init_from():
             return
         corpus = self.run_dir() / CORPUS
-        texts = [text for pair in self.training_pairs() for text in (pair.source, pair.target)]
+        if self.objective == "span_corruption":
+            texts, extra_ids = self.documents(self.require("train")), self.extra_ids
+        else:
+            texts, extra_ids = [t for pair in self.training_pairs() for t in (pair.source, pair.target)], 0
         _write_if_changed(corpus, "".join(text.replace("\n", " ") + "\n" for text in texts))
-        prepare_run_tokenizer(self.tokenizer_dir(), [corpus], self.tokenizer_type, self.vocab_size, "text", "utf-8")
+        prepare_run_tokenizer(self.tokenizer_dir(), [corpus], self.tokenizer_type, self.vocab_size, "text", "utf-8",
+                              extra_ids=extra_ids)  # fmt: skip
 
     def load_run_tokenizer(self) -> Any:
         """The configured tokenizer, else the init_from source's, else the one trained into the run directory."""
@@ -104,10 +120,17 @@ class Seq2SeqData(TaskDataModule):
             return read_sources(path, prefix, self.encoding)
         return read_pairs(path, self.format, self.fields, prefix, self.encoding, with_target)
 
+    def documents(self, path: str) -> list[str]:
+        """The texts of plain-text or JSONL files, one per line (span corruption)."""
+        return list(read_text(path, field=self.text_field, documents="line", encoding=self.encoding)["text"])
+
     def setup(self, stage: str) -> None:
         """Load the tokenizer and encode the splits the stage needs."""
         if self.tokenizer is None:
             self.tokenizer = self.load_run_tokenizer()
+        if self.objective == "span_corruption":
+            self._setup_span_corruption(stage)
+            return
         if stage in ("fit", "validate") and "val" not in self.datasets:
             if self.val_path:
                 self.datasets["val"] = self.encode(self.read(self.val_path, self.source_prefix), self.val_path)
@@ -121,6 +144,24 @@ class Seq2SeqData(TaskDataModule):
         if stage == "predict":
             pairs = self.read(self.require("predict"), self.source_prefix, with_target=False)
             self.datasets["predict"] = self.encode(pairs, self.predict_path)
+
+    def _setup_span_corruption(self, stage: str) -> None:
+        """Chunks of the text files; validation (and test) chunks carry a seed that fixes their corruption."""
+        if stage in ("fit", "validate") and "val" not in self.datasets:
+            if self.val_path:
+                self.datasets["train"], self.datasets["val"] = self.chunks(self.require("train")), self.chunks(self.val_path)
+            else:
+                self.datasets["train"], self.datasets["val"] = train_val_split(
+                    self.chunks(self.require("train")), self.val_fraction, self.seed)  # fmt: skip
+            self.datasets["val"] = [{**row, "noise_seed": i} for i, row in enumerate(self.datasets["val"])]
+        if stage == "test":
+            self.datasets["test"] = [{**row, "noise_seed": i} for i, row in enumerate(self.chunks(self.require("test")))]
+
+    def chunks(self, path: str) -> list[Row]:
+        """Token chunks of every text, each short enough that its corrupted input (+ sentinels, EOS) fits."""
+        size = self.max_source_length - 1
+        ids = self.tokenizer(self.documents(path), add_special_tokens=False)["input_ids"]
+        return [{"input_ids": doc[i : i + size]} for doc in ids for i in range(0, len(doc), size)]
 
     # --- encoding ------------------------------------------------------------------------------------
     def encode(self, pairs: list[Pair], what: str) -> list[Row]:
@@ -158,28 +199,23 @@ class Seq2SeqData(TaskDataModule):
 
     # --- batches -------------------------------------------------------------------------------------
     def collate(self, rows: list[Row]) -> dict[str, Any]:
-        """Padded source ids and labels (-100), decoder inputs = labels shifted right after the start token."""
-        batch = super().collate([{k: row[k] for k in ("input_ids", "labels") if k in row} for row in rows])
-        batch["sources"] = [row["source"] for row in rows]
-        batch["targets"] = [row["target"] for row in rows]
-        batch["records"] = [row["record"] for row in rows]
-        if "labels" in batch:
-            labels = batch["labels"]  # (B, T)
-            batch["decoder_input_ids"] = shift_right(labels, decoder_start_token(self.tokenizer), self.pad_id)
-            batch["decoder_attention_mask"] = labels != -100  # (B, T): position t reads label t - 1 or the start
-        return batch
+        """Padded source ids and labels (-100), decoder inputs = labels shifted right after the start token.
+
+        Texts and records stay lists (`source`, `target`, `record`); predict rows have no labels.
+        """
+        start = decoder_start_token(self.tokenizer)
+        if self.objective == "span_corruption":
+            corruptor = SpanCorruptor.from_tokenizer(self.tokenizer, **self.noise)
+            return SpanCorruptionCollator(corruptor, self.pad_id, start)(rows)
+        if "labels" not in rows[0]:
+            return super().collate(rows)
+        return Seq2SeqCollator(self.pad_id, start)(rows)
 
     @property
     def pad_id(self) -> int:
         """The tokenizer's pad id (0 without one)."""
         pad = self.tokenizer.pad_token_id
         return pad if pad is not None else 0
-
-
-def shift_right(labels: torch.Tensor, start_id: int, pad_id: int) -> torch.Tensor:
-    """(B, T) labels -> (B, T) decoder inputs: the start token, then the labels but the last; -100 -> pad."""
-    shifted = torch.cat((torch.full_like(labels[:, :1], start_id), labels[:, :-1]), dim=1)  # (B, T)
-    return shifted.masked_fill(shifted == -100, pad_id)
 
 
 def _write_if_changed(path: Path, text: str) -> None:

@@ -116,25 +116,27 @@ class Seq2Seq(TaskModule):
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor:
         """Teacher-forced loss; on the first `val_generate_batches` batches, decoding and its metrics."""
         loss = super().validation_step(batch, batch_idx)
-        if self.val_generate_batches < 0 or batch_idx < self.val_generate_batches:
+        has_texts = "source" in batch  # span-corruption batches have none: their score is the loss
+        if has_texts and (self.val_generate_batches < 0 or batch_idx < self.val_generate_batches):
             self._score(batch, "val")
         return loss
 
     def test_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor:
         """Teacher-forced loss, then decoding and its metrics on every batch."""
         loss = super().test_step(batch, batch_idx)
-        self._score(batch, "test")
+        if "source" in batch:
+            self._score(batch, "test")
         return loss
 
     def _score(self, batch: dict[str, Any], stage: str) -> None:
         """Decode the batch's sources, update and log the stage's generation metrics; keep rows for the table."""
-        hypotheses = self.generate(batch["sources"])
+        hypotheses = self.generate(batch["source"])
         for name, metric in self.generation_scores[stage].items():
-            metric.update(hypotheses, batch["targets"])
+            metric.update(hypotheses, batch["target"])
             self.log(f"{stage}/{name}", metric, on_step=False, on_epoch=True, batch_size=len(hypotheses),
                      metric_attribute=f"generation_scores.{stage}.{name}")  # fmt: skip
         room = self.table_rows - len(self.table)
-        rows = zip(batch["sources"], batch["targets"], hypotheses, strict=True)
+        rows = zip(batch["source"], batch["target"], hypotheses, strict=True)
         self.table += [[self.global_step, *row] for row in list(rows)[: max(room, 0)]]
 
     def on_validation_epoch_start(self) -> None:
@@ -151,8 +153,8 @@ class Seq2Seq(TaskModule):
     # --- generation ----------------------------------------------------------------------------------
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> list[dict[str, Any]]:
         """Each input record with its generated output under "hypothesis"."""
-        outputs = self.generate(batch["sources"])
-        return [{**record, "hypothesis": o} for record, o in zip(batch["records"], outputs, strict=True)]
+        outputs = self.generate(batch["source"])
+        return [{**record, "hypothesis": o} for record, o in zip(batch["record"], outputs, strict=True)]
 
     def generate(
         self,

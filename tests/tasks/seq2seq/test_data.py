@@ -6,9 +6,8 @@ import logging
 from pathlib import Path
 
 import pytest
-import torch
 
-from tasks.seq2seq.data import Seq2SeqData, shift_right
+from tasks.seq2seq.data import Seq2SeqData
 from tasks.seq2seq.reading import PairFile
 from tetraformer.data import DataError, train_tokenizer
 
@@ -28,12 +27,6 @@ def data_module(tokenizer, **options) -> Seq2SeqData:
     return module
 
 
-def test_shift_right_puts_the_start_token_first_and_pads_ignored_labels() -> None:
-    """Decoder inputs are the labels moved one step right after the start token; -100 becomes padding."""
-    labels = torch.tensor([[5, 6, 7, 3], [8, 3, -100, -100]])
-    assert shift_right(labels, 2, 0).tolist() == [[2, 5, 6, 7], [2, 8, 3, 0]]
-
-
 def test_batches_mask_padding_in_the_loss(tokenizer, tmp_path: Path) -> None:
     """Labels end in EOS and pad with -100; decoder inputs start with the tokenizer's start token (BOS)."""
     path = tmp_path / "pairs.jsonl"
@@ -47,7 +40,7 @@ def test_batches_mask_padding_in_the_loss(tokenizer, tmp_path: Path) -> None:
     assert batch["decoder_input_ids"].tolist() == [[bos, *xyz], [bos, q, eos, pad]]
     assert batch["decoder_attention_mask"].tolist() == [[True] * 4, [True, True, False, False]]
     assert batch["input_ids"][1].tolist() == [bos, tokenizer.convert_tokens_to_ids("a"), eos, pad, pad]
-    assert batch["targets"] == ["xyz", "q"]
+    assert batch["target"] == ["xyz", "q"]
 
 
 def test_reads_tsv_csv_and_parallel_files_alike(tokenizer, tmp_path: Path) -> None:
