@@ -33,7 +33,7 @@ class Seq2SeqData(TaskDataModule):
     `**kwargs`.
 
     `objective: span_corruption` pretrains on plain text instead (T5's objective): `train_path` holds text or
-    JSONL (`text_field`), cut into chunks that fit `max_source_length`; the run's tokenizer then reserves
+    JSONL (`text_field`, or a list of fields each read as texts), cut into chunks that fit `max_source_length`; the run's tokenizer then reserves
     `extra_ids` sentinels, and batches are corrupted anew each epoch (validation rows always the same way).
     """
 
@@ -52,7 +52,7 @@ class Seq2SeqData(TaskDataModule):
         tokenizer_type: Literal["bpe", "wordpiece", "unigram", "char"] = "unigram",
         vocab_size: int = 8000,
         objective: Objective = "pairs",
-        text_field: str = "text",
+        text_field: str | list[str] = "text",
         noise_density: float = 0.15,
         mean_span_length: float = 3.0,
         extra_ids: int = 100,
@@ -121,8 +121,10 @@ class Seq2SeqData(TaskDataModule):
         return read_pairs(path, self.format, self.fields, prefix, self.encoding, with_target)
 
     def documents(self, path: str) -> list[str]:
-        """The texts of plain-text or JSONL files, one per line (span corruption)."""
-        return list(read_text(path, field=self.text_field, documents="line", encoding=self.encoding)["text"])
+        """The texts of plain-text files (one per line) or of JSONL records' text field(s) (span corruption)."""
+        fields = [self.text_field] if isinstance(self.text_field, str) else self.text_field
+        return [text for field in fields
+                for text in read_text(path, field=field, documents="line", encoding=self.encoding)["text"]]  # fmt: skip
 
     def setup(self, stage: str) -> None:
         """Load the tokenizer and encode the splits the stage needs."""
