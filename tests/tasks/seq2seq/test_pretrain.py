@@ -17,6 +17,7 @@ from tetraformer.commands import convert_command
 from tetraformer.data import train_tokenizer
 from tetraformer.data.tokenizer import sentinel_ids
 from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.text_generation import TextGenerationConfig
 
 
 @pytest.fixture
@@ -86,3 +87,17 @@ def test_hf_t5_round_trip_after_fine_tuning(run_cli: Callable[..., Path], pairs_
         theirs = hf(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], decoder_input_ids=decoder)
     torch.testing.assert_close(ours, theirs.logits, atol=1e-4, rtol=1e-4)
     assert not torch.allclose(ours, model.eval()(input_ids=batch["input_ids"], decoder_input_ids=decoder).logits)
+
+
+def test_converted_hf_t5_generates_from_the_checkpoint(pairs_file: Path, tmp_path: Path) -> None:
+    """`convert from-hf` stores a T5ForConditionalGeneration as this task: `generate` works from the .ckpt."""
+    source = tmp_path / "hf_t5"
+    tokenizer = train_tokenizer(pairs_file, "char", 100, source, field="source")
+    config = T5Config(vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                      dropout_rate=0.0, decoder_start_token_id=tokenizer.pad_token_id)  # fmt: skip
+    T5ForConditionalGeneration(config).save_pretrained(source)
+    convert_command(["from-hf", str(source), str(tmp_path / "t5.ckpt")])
+    module = load_task_module(tmp_path / "t5.ckpt")
+    assert type(module).__name__ == "Seq2Seq"
+    outputs = module.generate(["abc", "hgfedc"], TextGenerationConfig(max_new_tokens=5, do_sample=False))
+    assert len(outputs) == 2 and all(isinstance(o, str) for o in outputs)
