@@ -14,6 +14,7 @@ import sacrebleu
 from tasks.seq2seq.data import Seq2SeqData
 from tasks.seq2seq.module import Seq2Seq
 from tests.tasks.seq2seq.conftest import ARCHS, reversal_pairs, write_jsonl
+from tests.training.wandb_records import history_rows
 from tetraformer.commands import generate_command
 from tetraformer.core import TransformerConfig
 from tetraformer.training.checkpoint import load_task_module
@@ -83,3 +84,16 @@ def test_predict_keeps_fields_and_test_reports_generation_metrics(
     hypotheses, references = [p["hypothesis"] for p in predicted], [r["target"] for r in rows]
     assert float(tested["test/chrf"]) == pytest.approx(sacrebleu.corpus_chrf(hypotheses, [references]).score, abs=1e-3)
     assert float(tested["test/bleu"]) == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score, abs=1e-3)
+
+
+def test_wandb_run_holds_the_translations_table(
+    run_cli: Callable[..., Path], pairs_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each validation logs val/bleu and a W&B table of source / reference / hypothesis (offline run)."""
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run = run_cli("fit", "--trainer.max_steps", "10", "--run.wandb", "auto", train_path=str(pairs_file))
+    (run_file,) = run.glob("wandb/offline-run-*/run-*.wandb")
+    rows = history_rows(run_file)
+    assert any("val/translations/_type" in r for r in rows)
+    assert any("val/bleu" in r for r in rows)
