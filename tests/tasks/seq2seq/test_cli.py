@@ -97,3 +97,15 @@ def test_wandb_run_holds_the_translations_table(
     rows = history_rows(run_file)
     assert any("val/translations/_type" in r for r in rows)
     assert any("val/bleu" in r for r in rows)
+
+
+def test_generate_prompt_prints_the_output_alone(
+    run_cli: Callable[..., Path], pairs_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`generate --prompt` prints the encoder-decoder's output (not the prompt before it), as the module decodes."""
+    run = run_cli("fit", "--trainer.max_steps", "5", "--trainer.limit_val_batches", "0", train_path=str(pairs_file))
+    ckpt = run / "checkpoints" / "last.ckpt"
+    expected = load_task_module(ckpt).generate(["abcd"])[0]
+    capsys.readouterr()
+    generate_command(["--ckpt", str(ckpt), "--prompt", "abcd", "--device", "cpu"])
+    assert capsys.readouterr().out == expected + "\n"
