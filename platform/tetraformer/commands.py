@@ -50,7 +50,8 @@ def generate_command(argv: list[str]) -> None:
     task = load_generative_task(args.ckpt, args.tokenizer, args.device)
     config = dataclasses.replace(task.generation, **generation_options(args))
     if args.prompt is not None:
-        sys.stdout.write(args.prompt)
+        if not hasattr(task.net, "encode"):  # a decoder's output continues the prompt; an encoder-decoder's stands alone
+            sys.stdout.write(args.prompt)
         task.generate([args.prompt], config, on_text=_write_stdout)
         sys.stdout.write("\n")
         return

@@ -1,11 +1,12 @@
-"""train_tokenizer / load_tokenizer: four kinds, saved and reloaded with AutoTokenizer."""
+"""train_tokenizer / load_tokenizer: four kinds, saved and reloaded with AutoTokenizer; T5 sentinels."""
 
 import json
 
 import pytest
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, T5Tokenizer
 
 from tetraformer.data import SPECIAL_TOKENS, DataError, load_tokenizer, train_tokenizer
+from tetraformer.data.tokenizer import sentinel_ids
 
 SAMPLE = "Hello  world,\tthis is Tetraformer.\nÜnïcode ✓ text: naïve café!\n"
 CORPUS = SAMPLE + "The quick brown fox jumps over the lazy dog.\n" * 20 + "A small corpus for tests.\n" * 10
@@ -126,3 +127,43 @@ def test_bad_training_file_names_file_and_line(write, tmp_path) -> None:
     path = write("bad.txt", b"fine\n\xff\n")
     with pytest.raises(DataError, match=r"bad\.txt:2: cannot decode byte 0xff"):
         train_tokenizer(path, "char", 50, tmp_path / "tok")
+
+
+@pytest.mark.parametrize("kind", list(SIZES))
+def test_extra_ids_reserve_t5_sentinels(kind, corpus, tmp_path) -> None:
+    """<extra_id_0..2> get ids 5, 6, 7 after the usual specials; one token each, never produced by the text."""
+    train_tokenizer(corpus, kind, SIZES[kind], tmp_path, extra_ids=3)
+    tok = load_tokenizer(tmp_path)
+    assert sentinel_ids(tok) == sentinel_ids(tok, 3) == [5, 6, 7]
+    assert sentinel_ids(tok, 2) == [5, 6]
+    assert (tok.pad_token_id, tok.unk_token_id, tok.bos_token_id, tok.eos_token_id, tok.mask_token_id) == (
+        0, 1, 2, 3, 4)  # fmt: skip
+    assert {5, 6, 7} <= set(tok.all_special_ids) and len(tok) <= SIZES[kind]
+    assert not {5, 6, 7} & set(tok(CORPUS)["input_ids"])
+    ids = tok("the <extra_id_2> fox", add_special_tokens=False)["input_ids"]
+    assert ids.count(7) == 1 and tok.convert_ids_to_tokens(7) == "<extra_id_2>"
+    assert "extra_id" not in tok.decode(ids, skip_special_tokens=True)
+
+
+def test_no_sentinels_by_default_and_too_few_are_an_error(corpus, tmp_path) -> None:
+    train_tokenizer(corpus, "char", SIZES["char"], tmp_path / "none")
+    with pytest.raises(DataError, match=r"none: the tokenizer has 0 sentinel tokens .* but 1 are needed"):
+        sentinel_ids(load_tokenizer(tmp_path / "none"))
+    tok = train_tokenizer(corpus, "char", SIZES["char"], tmp_path / "two", extra_ids=2)
+    with pytest.raises(DataError, match="has 2 sentinel tokens .* but 5 are needed: train it with extra_ids >= 5"):
+        sentinel_ids(tok, 5)
+    with pytest.raises(ValueError, match="extra_ids must be >= 0"):
+        train_tokenizer(corpus, "char", SIZES["char"], tmp_path / "bad", extra_ids=-1)
+
+
+def test_sentinel_ids_of_a_local_hf_t5_tokenizer(tmp_path) -> None:
+    """An HF T5 tokenizer's sentinels count down from the top of its vocabulary; found by name after reload."""
+    pieces = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("▁", -2.0)] + [(c, -3.0) for c in "abcdefgh"]
+    sentinels = [(f"<extra_id_{i}>", 0.0) for i in reversed(range(4))]
+    T5Tokenizer(vocab=pieces + sentinels, extra_ids=4).save_pretrained(str(tmp_path))
+    tok = load_tokenizer(tmp_path)
+    top = len(pieces) + 3
+    assert sentinel_ids(tok) == [top, top - 1, top - 2, top - 3]
+    assert tok("a <extra_id_1> b")["input_ids"].count(top - 1) == 1
+    with pytest.raises(DataError, match="has 4 sentinel tokens"):
+        sentinel_ids(tok, 100)

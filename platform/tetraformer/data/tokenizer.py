@@ -30,6 +30,7 @@ SPECIAL_TOKENS = {
     "sep_token": "</s>",
 }
 SPECIAL_VOCAB = ["<pad>", "<unk>", "<s>", "</s>", "<mask>"]  # ids 0..4 in every trained tokenizer
+SENTINEL = "<extra_id_{}>"  # T5's span-corruption sentinels: <extra_id_0>, <extra_id_1>, ...
 
 # names other tokenizers use, to fill special tokens a bare tokenizer.json does not declare
 _KNOWN_SPECIALS = {
@@ -53,13 +54,22 @@ def train_tokenizer(
     lowercase: bool = False,
     field: str = "text",
     encoding: str = "utf-8",
+    extra_ids: int = 0,
 ) -> PreTrainedTokenizerFast:
-    """Train a tokenizer on text files (JSONL/JSON/CSV/TSV: their `field`) and save it to output_dir."""
-    backend, trainer = _untrained(kind, vocab_size, lowercase)
+    """Train a tokenizer on text files (JSONL/JSON/CSV/TSV: their `field`) and save it to output_dir.
+
+    `extra_ids` > 0 reserves T5's sentinels <extra_id_0> .. <extra_id_{n-1}> as special tokens (ids 5, 6, ...
+    right after SPECIAL_VOCAB, counted in vocab_size): never split, never learned from the text.
+    """
+    if extra_ids < 0:
+        raise ValueError(f"extra_ids must be >= 0, got {extra_ids}")
+    sentinels = [SENTINEL.format(i) for i in range(extra_ids)]
+    backend, trainer = _untrained(kind, vocab_size, lowercase, SPECIAL_VOCAB + sentinels)
     backend.train_from_iterator(_training_texts(resolve_files(files), field, encoding), trainer=trainer)
     backend.post_processor = _special_template(kind)
+    extra = {"additional_special_tokens": sentinels} if sentinels else {}
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, clean_up_tokenization_spaces=False, **SPECIAL_TOKENS
+        tokenizer_object=backend, clean_up_tokenization_spaces=False, **SPECIAL_TOKENS, **extra
     )
     tokenizer.save_pretrained(str(output_dir))
     logger.info("trained a %s tokenizer with %d tokens, saved to %s", kind, len(tokenizer), output_dir)
@@ -80,6 +90,27 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
     _fill_special_tokens(tokenizer)
     _ensure_pad_token(tokenizer, path)
     return tokenizer
+
+
+def sentinel_ids(tokenizer: PreTrainedTokenizerBase, n: int | None = None) -> list[int]:
+    """Ids of T5's sentinels <extra_id_0>, <extra_id_1>, ...: the first `n`, or all it has (at least one).
+
+    Works on any tokenizer that holds them by name: a trained one (`extra_ids`, ids counting up) or an HF T5
+    tokenizer (ids counting down from the top of the vocabulary).
+    """
+    vocab = tokenizer.get_vocab()
+    available = 0
+    while SENTINEL.format(available) in vocab:
+        available += 1
+    wanted = available if n is None else n
+    if wanted > available or (n is None and available == 0):
+        needed = max(wanted, 1)
+        raise DataError(
+            f"the tokenizer has {available} sentinel tokens (<extra_id_0>, <extra_id_1>, ...) but {needed} "
+            f"are needed: train it with extra_ids >= {needed} or use a tokenizer that has them",
+            getattr(tokenizer, "name_or_path", None) or None,
+        )
+    return [vocab[SENTINEL.format(i)] for i in range(wanted)]
 
 
 def _load(path: Path) -> PreTrainedTokenizerBase:
@@ -123,16 +154,18 @@ def _training_texts(paths: list[Path], field: str, encoding: str) -> Iterator[st
             yield from (str(doc["text"]) for doc in iter_documents(path, field=field, encoding=encoding))
 
 
-def _untrained(kind: TokenizerKind, vocab_size: int, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]:
-    """An untrained tokenizer pipeline and its trainer for one kind."""
+def _untrained(
+    kind: TokenizerKind, vocab_size: int, lowercase: bool, specials: list[str]
+) -> tuple[Tokenizer, trainers.Trainer]:
+    """An untrained tokenizer pipeline and its trainer for one kind, reserving `specials` first."""
     check_choice("tokenizer kind", kind, TokenizerKind)
     builders = {"bpe": _bpe, "wordpiece": _wordpiece, "unigram": _unigram, "char": _char}
-    return builders[kind](vocab_size, lowercase)
+    return builders[kind](vocab_size, lowercase, specials)
 
 
-def _bpe(vocab_size: int, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]:
+def _bpe(vocab_size: int, lowercase: bool, specials: list[str]) -> tuple[Tokenizer, trainers.Trainer]:
     """Byte-level BPE like GPT-2: any text encodes (no unk) and decodes back exactly."""
-    minimum = len(_BYTE_ALPHABET) + len(SPECIAL_VOCAB)
+    minimum = len(_BYTE_ALPHABET) + len(specials)
     if vocab_size < minimum:
         raise ValueError(
             f"byte-level BPE needs vocab_size >= {minimum} (256 bytes + specials), got {vocab_size}"
@@ -143,26 +176,24 @@ def _bpe(vocab_size: int, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIAL_VOCAB,
+        special_tokens=specials,
         initial_alphabet=_BYTE_ALPHABET,
         show_progress=False,
     )
     return tokenizer, trainer
 
 
-def _wordpiece(vocab_size: int, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]:
+def _wordpiece(vocab_size: int, lowercase: bool, specials: list[str]) -> tuple[Tokenizer, trainers.Trainer]:
     """WordPiece with BERT's normaliser and pre-tokenizer (whitespace is not kept)."""
     tokenizer = Tokenizer(models.WordPiece(unk_token="<unk>"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_VOCAB, show_progress=False
-    )
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False)
     return tokenizer, trainer
 
 
-def _unigram(vocab_size: int, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]:
+def _unigram(vocab_size: int, lowercase: bool, specials: list[str]) -> tuple[Tokenizer, trainers.Trainer]:
     """SentencePiece-style Unigram: NFKC normalisation and Metaspace (▁) word boundaries."""
     tokenizer = Tokenizer(models.Unigram())
     steps = [normalizers.NFKC(), normalizers.Lowercase()] if lowercase else [normalizers.NFKC()]
@@ -170,20 +201,18 @@ def _unigram(vocab_size: int, lowercase: bool) -> tuple[Tokenizer, trainers.Trai
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
     tokenizer.decoder = decoders.Metaspace()
     trainer = trainers.UnigramTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_VOCAB, unk_token="<unk>", show_progress=False
+        vocab_size=vocab_size, special_tokens=specials, unk_token="<unk>", show_progress=False
     )
     return tokenizer, trainer
 
 
-def _char(vocab_size: int, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]:
+def _char(vocab_size: int, lowercase: bool, specials: list[str]) -> tuple[Tokenizer, trainers.Trainer]:
     """Every character its own token; the vocabulary is the characters seen (most frequent first)."""
     tokenizer = Tokenizer(models.WordLevel(unk_token="<unk>"))
     tokenizer.normalizer = normalizers.Lowercase() if lowercase else None
     tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     tokenizer.decoder = decoders.Fuse()
-    trainer = trainers.WordLevelTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_VOCAB, show_progress=False
-    )
+    trainer = trainers.WordLevelTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False)
     return tokenizer, trainer
 
 

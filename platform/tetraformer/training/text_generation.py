@@ -80,7 +80,7 @@ def generate_text(
     options["do_sample"] = config.do_sample and config.num_beams == 1
     core = GenerationConfig(
         **options, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id or 0,
-        decoder_start_token_id=_start_token(tokenizer),
+        decoder_start_token_id=decoder_start_token(tokenizer),
         stop=_stop_hook(tokenizer, config.stop) if config.stop else None,
         on_token=streamer.push if streamer is not None else None,
     )  # fmt: skip
@@ -107,7 +107,7 @@ def _fit_length(net: nn.Module, prompt_len: int, max_new: int, encoder_decoder: 
     return min(max_new, limit)
 
 
-def _start_token(tokenizer: Any) -> int:
+def decoder_start_token(tokenizer: Any) -> int:
     """First decoder input of an encoder-decoder: BOS if the tokenizer has one, else PAD (as T5 does)."""
     for token_id in (tokenizer.bos_token_id, tokenizer.pad_token_id):
         if token_id is not None:

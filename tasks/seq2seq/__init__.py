@@ -1,0 +1,1 @@
+"""Sequence-to-sequence with an encoder-decoder: translation, summarisation, any text-to-text."""

@@ -1,0 +1,173 @@
+"""LightningModule for sequence-to-sequence: teacher-forced loss, validation by generation, BLEU/chrF/ROUGE."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from torch import Tensor, nn
+
+from tasks.seq2seq.model import build_seq2seq
+from tetraformer.core import TransformerConfig
+from tetraformer.training.generation_metrics import generation_metrics
+from tetraformer.training.loggers import wandb_logger
+from tetraformer.training.module import TaskModule
+from tetraformer.training.text_generation import TextGenerationConfig, generate_text
+
+GenerationMetric = Literal["bleu", "chrf", "rouge1", "rouge2", "rougeL"]
+GENERATION_STAGES = ("val", "test")
+TABLE_COLUMNS = ["step", "source", "reference", "hypothesis"]
+
+
+def default_generation() -> TextGenerationConfig:
+    """Beam search (4 beams, no sampling): the decoding that validation and `generate` use unless configured."""
+    return TextGenerationConfig(max_new_tokens=64, do_sample=False, num_beams=4)
+
+
+class Seq2Seq(TaskModule):
+    """Trains an encoder-decoder on (source, target) pairs; validates by generating on a few batches.
+
+    The loss is teacher-forced cross-entropy over the target tokens (padding ignored). On the first
+    `val_generate_batches` validation batches (every test batch) the model decodes the sources with `generation`
+    and the `metrics` (sacreBLEU BLEU / chrF, ROUGE) score the outputs against the targets, logged as val/bleu etc.
+    The TaskModule options (arch, optim, init_from, label_smoothing) pass through `**kwargs`.
+    """
+
+    hf_architectures = ("T5ForConditionalGeneration",)
+
+    def __init__(
+        self,
+        generation: TextGenerationConfig | None = None,
+        metrics: list[GenerationMetric] | None = None,
+        val_generate_batches: int = 4,
+        table_rows: int = 16,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.save_hyperparameters()
+        if isinstance(generation, dict):  # hyper-parameters of a checkpoint saved outside the CLI are plain data
+            generation = TextGenerationConfig(**generation)
+        self.generation = generation or default_generation()
+        self.metric_names = list(metrics) if metrics is not None else ["bleu", "chrf"]
+        self.val_generate_batches, self.table_rows = val_generate_batches, table_rows
+        self.sample_prompts: list[str] = []  # the validation table shows sources, references and outputs instead
+        self.source_prefix = ""  # the data's task prefix, put before `generate` prompts that lack it
+        self.generation_scores: nn.ModuleDict | None = None
+        self.table: list[list[Any]] = []
+
+    # --- network -------------------------------------------------------------------------------------
+    def configure_model(self) -> None:
+        """Take the data's source prefix, then build (or load `init_from`: the whole model, LM head included)."""
+        if self.net is None and self._trainer is not None:
+            self.source_prefix = getattr(self.trainer.datamodule, "source_prefix", "") or ""
+        super().configure_model()
+
+    def network_config(self, datamodule: Any) -> TransformerConfig:
+        """The architecture with the tokenizer's vocabulary and a position table long enough for the data."""
+        longest = datamodule.sequence_length()[1] if hasattr(datamodule, "sequence_length") else 0
+        max_len = max(self.arch.max_len, longest)
+        return self.arch.replace(vocab_size=len(datamodule.tokenizer), max_len=max_len)
+
+    def make_network(self, cfg: TransformerConfig) -> nn.Module:
+        """A Seq2SeqLM."""
+        return build_seq2seq(cfg)
+
+    def task_state(self) -> dict[str, Any]:
+        """The source prefix `generate` puts before prompts."""
+        return {"source_prefix": self.source_prefix}
+
+    def load_task_state(self, state: dict[str, Any]) -> None:
+        """Restore the source prefix."""
+        self.source_prefix = state.get("source_prefix", "")
+
+    # --- loss ----------------------------------------------------------------------------------------
+    def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
+        """Teacher-forced cross-entropy over the (B, T) labels; -100 (padding) is ignored."""
+        logits = self.net(batch["input_ids"], batch["decoder_input_ids"], batch["attention_mask"],
+                          batch["decoder_attention_mask"])  # (B, T, V)  # fmt: skip
+        return {"loss": self.cross_entropy(logits, batch["labels"])}
+
+    def batch_tokens(self, batch: dict[str, Tensor]) -> int:
+        """Real source and target tokens."""
+        return int(batch["attention_mask"].sum() + batch["decoder_attention_mask"].sum())
+
+    # --- generation metrics --------------------------------------------------------------------------
+    def on_fit_start(self) -> None:
+        """Build the generation metrics too."""
+        super().on_fit_start()
+        self._build_generation_metrics()
+
+    def on_validation_start(self) -> None:
+        """Build the generation metrics when validating alone."""
+        super().on_validation_start()
+        self._build_generation_metrics()
+
+    def on_test_start(self) -> None:
+        """Build the generation metrics when testing alone."""
+        super().on_test_start()
+        self._build_generation_metrics()
+
+    def _build_generation_metrics(self) -> None:
+        """Once: the configured generation metrics for validation and test."""
+        if self.generation_scores is None:
+            stages = {s: nn.ModuleDict(generation_metrics(self.metric_names)) for s in GENERATION_STAGES}
+            self.generation_scores = nn.ModuleDict(stages).to(self.device)
+
+    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor:
+        """Teacher-forced loss; on the first `val_generate_batches` batches, decoding and its metrics."""
+        loss = super().validation_step(batch, batch_idx)
+        has_texts = "source" in batch  # span-corruption batches have none: their score is the loss
+        if has_texts and (self.val_generate_batches < 0 or batch_idx < self.val_generate_batches):
+            self._score(batch, "val")
+        return loss
+
+    def test_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor:
+        """Teacher-forced loss, then decoding and its metrics on every batch."""
+        loss = super().test_step(batch, batch_idx)
+        if "source" in batch:
+            self._score(batch, "test")
+        return loss
+
+    def _score(self, batch: dict[str, Any], stage: str) -> None:
+        """Decode the batch's sources, update and log the stage's generation metrics; keep rows for the table."""
+        hypotheses = self.generate(batch["source"])
+        for name, metric in self.generation_scores[stage].items():
+            metric.update(hypotheses, batch["target"])
+            self.log(f"{stage}/{name}", metric, on_step=False, on_epoch=True, batch_size=len(hypotheses),
+                     metric_attribute=f"generation_scores.{stage}.{name}")  # fmt: skip
+        room = self.table_rows - len(self.table)
+        rows = zip(batch["source"], batch["target"], hypotheses, strict=True)
+        self.table += [[self.global_step, *row] for row in list(rows)[: max(room, 0)]]
+
+    def on_validation_epoch_start(self) -> None:
+        """Start a fresh table of examples."""
+        self.table = []
+
+    def on_validation_epoch_end(self) -> None:
+        """Reports, then the table of source / reference / hypothesis to W&B (rank zero)."""
+        super().on_validation_epoch_end()
+        logger = wandb_logger(self.loggers)
+        if self.table and logger is not None and self.trainer.is_global_zero and not self.trainer.sanity_checking:
+            logger.log_text(key="val/translations", columns=TABLE_COLUMNS, data=self.table)
+
+    # --- generation ----------------------------------------------------------------------------------
+    def predict_step(self, batch: dict[str, Any], batch_idx: int) -> list[dict[str, Any]]:
+        """Each input record with its generated output under "hypothesis"."""
+        outputs = self.generate(batch["source"])
+        return [{**record, "hypothesis": o} for record, o in zip(batch["record"], outputs, strict=True)]
+
+    def generate(
+        self,
+        prompts: list[str],
+        config: TextGenerationConfig | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> list[str]:
+        """The decoded output of each source (the training data's prefix put before any prompt lacking it)."""
+        prefix = self.source_prefix
+        sources = [p if p.startswith(prefix) else prefix + p for p in prompts]
+        was_training = self.training
+        self.eval()
+        try:
+            return generate_text(self.net, self.tokenizer, sources, config or self.generation, on_text)
+        finally:
+            self.train(was_training)

@@ -1,0 +1,103 @@
+"""Span-corruption pretraining, fine-tuning from it, and the Hugging Face T5 round trip after fine-tuning."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from torch import nn
+from transformers import T5Config, T5ForConditionalGeneration
+
+from tasks.seq2seq.data import Seq2SeqData
+from tests.tasks.seq2seq.conftest import reversal_pairs
+from tetraformer.commands import convert_command
+from tetraformer.data import train_tokenizer
+from tetraformer.data.tokenizer import sentinel_ids
+from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.text_generation import TextGenerationConfig
+
+
+@pytest.fixture
+def text_file(tmp_path: Path) -> Path:
+    """Lines of space-separated letter words, for span corruption."""
+    words = [r["source"] for r in reversal_pairs(600, seed=2)]
+    path = tmp_path / "text.txt"
+    path.write_text("".join(" ".join(words[i : i + 6]) + "\n" for i in range(0, len(words), 6)), encoding="utf-8")
+    return path
+
+
+def test_span_corruption_pretrains_and_fine_tunes(run_cli: Callable[..., Path], text_file: Path,
+                                                  pairs_file: Path, tmp_path: Path) -> None:  # fmt: skip
+    """Pretraining reserves sentinels and corrupts text; fine-tuning starts from the whole pretrained model."""
+    run = run_cli("fit", "--trainer.max_steps", "5", root=tmp_path / "pre", objective="span_corruption",
+                  train_path=str(text_file), extra_ids=20, vocab_size=200, max_source_length=24)  # fmt: skip
+    pretrained = load_task_module(run / "checkpoints" / "last.ckpt")
+    sentinels = sentinel_ids(pretrained.tokenizer)
+    assert len(sentinels) == 20
+    data = _datamodule(run / "config.yaml")
+    batch = next(iter(data.val_dataloader()))
+    assert batch["labels"][:, 0].tolist() == [sentinels[0]] * len(batch["labels"])  # targets open with a sentinel
+    assert torch.isin(batch["input_ids"], torch.tensor(sentinels)).any(dim=1).all()
+    again = next(iter(data.val_dataloader()))
+    assert torch.equal(batch["input_ids"], again["input_ids"])  # validation corruption is fixed
+
+    tuned = run_cli("fit", "--trainer.max_steps", "1", "--model.init_from", str(run / "checkpoints" / "last.ckpt"),
+                    "--model.optim.lr", "0", root=tmp_path / "tuned", train_path=str(pairs_file))  # fmt: skip
+    module = load_task_module(tuned / "checkpoints" / "last.ckpt")
+    assert not (tuned / "tokenizer").exists()  # the pretrained model's tokenizer is used
+    assert module.tokenizer.get_vocab() == pretrained.tokenizer.get_vocab()
+    for key, value in pretrained.net.state_dict().items():  # lr 0: every tensor, the LM head's too
+        torch.testing.assert_close(module.net.state_dict()[key], value)
+
+
+def _datamodule(config: Path) -> Seq2SeqData:
+    """The pretraining run's datamodule, set up for validation from its saved config."""
+    args = yaml.safe_load(config.read_text())["data"]["init_args"]
+    data = Seq2SeqData(**{**args, "tokenizer": str(config.parent / "tokenizer")})
+    data.setup("validate")
+    return data
+
+
+@pytest.mark.parametrize("variant", ["v1.0", "v1.1"])
+def test_hf_t5_round_trip_after_fine_tuning(run_cli: Callable[..., Path], pairs_file: Path, tmp_path: Path,
+                                            variant: str) -> None:  # fmt: skip
+    """A local HF T5 directory fine-tunes via init_from; `convert to-hf` gives transformers our logits."""
+    source = tmp_path / "hf_t5"
+    tokenizer = train_tokenizer(pairs_file, "char", 100, source, field="source")
+    gated = {"feed_forward_proj": "gated-gelu", "tie_word_embeddings": False} if variant == "v1.1" else {}
+    config = T5Config(vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                      dropout_rate=0.0, decoder_start_token_id=tokenizer.pad_token_id, **gated)  # fmt: skip
+    torch.manual_seed(0)
+    model = T5ForConditionalGeneration(config)
+    if variant == "v1.1":
+        model.lm_head.weight = nn.Parameter(torch.randn_like(model.lm_head.weight))
+    model.save_pretrained(source)
+    run = run_cli("fit", "--trainer.max_steps", "5", "--model.init_from", str(source), train_path=str(pairs_file))
+    ckpt = run / "checkpoints" / "last.ckpt"
+    convert_command(["to-hf", str(ckpt), str(tmp_path / "exported")])
+    module = load_task_module(ckpt)
+    hf = T5ForConditionalGeneration.from_pretrained(tmp_path / "exported").eval()
+    batch = module.tokenizer(["abc", "hgfedc"], padding=True, return_tensors="pt")
+    decoder = torch.tensor([[0, 5, 9, 7], [0, 8, 6, 6]])
+    with torch.no_grad():
+        ours = module.net(batch["input_ids"], decoder, batch["attention_mask"].bool())
+        theirs = hf(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], decoder_input_ids=decoder)
+    torch.testing.assert_close(ours, theirs.logits, atol=1e-4, rtol=1e-4)
+    assert not torch.allclose(ours, model.eval()(input_ids=batch["input_ids"], decoder_input_ids=decoder).logits)
+
+
+def test_converted_hf_t5_generates_from_the_checkpoint(pairs_file: Path, tmp_path: Path) -> None:
+    """`convert from-hf` stores a T5ForConditionalGeneration as this task: `generate` works from the .ckpt."""
+    source = tmp_path / "hf_t5"
+    tokenizer = train_tokenizer(pairs_file, "char", 100, source, field="source")
+    config = T5Config(vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                      dropout_rate=0.0, decoder_start_token_id=tokenizer.pad_token_id)  # fmt: skip
+    T5ForConditionalGeneration(config).save_pretrained(source)
+    convert_command(["from-hf", str(source), str(tmp_path / "t5.ckpt")])
+    module = load_task_module(tmp_path / "t5.ckpt")
+    assert type(module).__name__ == "Seq2Seq"
+    outputs = module.generate(["abc", "hgfedc"], TextGenerationConfig(max_new_tokens=5, do_sample=False))
+    assert len(outputs) == 2 and all(isinstance(o, str) for o in outputs)
