@@ -13,7 +13,6 @@ from tetraformer.data import DataError, LabelVocabulary, read_records, resolve_f
 from tetraformer.data.buckets import LengthBuckets
 from tetraformer.data.records import LINE_COLUMN, SOURCE_COLUMN
 from tetraformer.data.run_tokenizer import prepare_run_tokenizer
-from tetraformer.data.splits import train_val_split
 from tetraformer.training.datamodule import TaskDataModule
 
 log = logging.getLogger(__name__)
@@ -69,18 +68,7 @@ class TextClassificationData(TaskDataModule):
         """Tokenize the splits the stage needs; on fit, fix the label vocabulary from the training split."""
         if self.tokenizer is None:
             self.tokenizer = self.load_run_tokenizer()
-        if stage == "fit" and "train" not in self.datasets:
-            train = self.read(self.require("train"))
-            val = self.read(self.val_path) if self.val_path else None
-            if val is None:
-                train, val = train_val_split(train, self.val_fraction, self.seed)
-            self.datasets["train"], self.datasets["val"] = train, val
-        if stage == "validate" and "val" not in self.datasets:
-            self.datasets["val"] = self.read(self.val_path or self.require("train"))
-        if stage == "test":
-            self.datasets["test"] = self.read(self.require("test"))
-        if stage == "predict":
-            self.datasets["predict"] = self.read(self.require("predict"), predict=True)
+        self.read_splits(stage, self.datasets, self.read)
         if self.vocabulary is None and (self.fixed_labels or "train" in self.datasets):
             self.use_labels(self.training_vocabulary())
         elif self.vocabulary is not None:

@@ -17,11 +17,12 @@ from torchmetrics.classification import (
 from tasks.text_classification.model import ClassifierPooling, build_classifier
 from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.core.backbones import BackboneKind
-from tetraformer.data import DataError, LabelVocabulary
+from tetraformer.data import LabelVocabulary
+from tetraformer.training.labelled import LabelledTask
 from tetraformer.training.module import TaskModule
 
 
-class TextClassification(TaskModule):
+class TextClassification(LabelledTask, TaskModule):
     """A classification head on an encoder, decoder or encoder-decoder backbone, trained on labelled text.
 
     Single-label rows learn with (class-weighted) cross-entropy; multi-label rows with BCE, a label predicted
@@ -82,31 +83,9 @@ class TextClassification(TaskModule):
 
     # --- the data's labels ---------------------------------------------------------------------------
     def on_fit_start(self) -> None:
-        """Share labels with the data, set the loss weights, build metrics."""
-        self._share_labels()
-        self.loss_weights = self._loss_weights()
+        """Share labels with the data and build metrics (LabelledTask), then set the loss weights."""
         super().on_fit_start()
-
-    def on_validation_start(self) -> None:
-        """Share labels with the data before its labels are needed."""
-        self._share_labels()
-        super().on_validation_start()
-
-    def on_test_start(self) -> None:
-        """Share labels with the data before its labels are needed."""
-        self._share_labels()
-        super().on_test_start()
-
-    def _share_labels(self) -> None:
-        """Encode the data's labels with this model's vocabulary (a checkpoint's wins); mismatches are errors."""
-        datamodule = self.trainer.datamodule
-        theirs = getattr(datamodule, "vocabulary", None)
-        if theirs is self.vocabulary or datamodule is None:
-            return
-        if theirs is not None and "train" in datamodule.datasets and theirs.names != self.vocabulary.names:
-            raise DataError(f"the training data's labels ({theirs.describe()}) differ from the checkpoint's "
-                            f"({self.vocabulary.describe()})")  # fmt: skip
-        datamodule.use_labels(self.vocabulary)
+        self.loss_weights = self._loss_weights()
 
     def _loss_weights(self) -> Tensor | None:
         """Per-class loss weights: the given list, or 'balanced' = rows / (classes * rows of the class)."""

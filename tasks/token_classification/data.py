@@ -12,7 +12,6 @@ from tetraformer.data import DataError, LabelVocabulary
 from tetraformer.data.collate import IGNORE_INDEX, PaddingCollator
 from tetraformer.data.conll import SentenceFormat, TaggedSentence, WordSplit, join_words, read_sentences
 from tetraformer.data.run_tokenizer import prepare_run_tokenizer
-from tetraformer.data.splits import train_val_split
 from tetraformer.data.tag_schemes import PREFIXES, canonical_scheme, split_tag, tag_problem, to_canonical
 from tetraformer.data.word_alignment import SentenceBatches, sentence_windows
 from tetraformer.training.datamodule import TaskDataModule
@@ -86,18 +85,7 @@ class TokenClassificationData(TaskDataModule):
         """Read the sentences the stage needs; on fit, fix the tag vocabulary from the training split."""
         if self.tokenizer is None:
             self.tokenizer = self.load_run_tokenizer()
-        if stage == "fit" and "train" not in self.sentences:
-            train = self.read(self.require("train"))
-            val = self.read(self.val_path) if self.val_path else None
-            if val is None:
-                train, val = train_val_split(train, self.val_fraction, self.seed)
-            self.sentences["train"], self.sentences["val"] = train, val
-        if stage == "validate" and "val" not in self.sentences:
-            self.sentences["val"] = self.read(self.val_path or self.require("train"))
-        if stage == "test":
-            self.sentences["test"] = self.read(self.require("test"))
-        if stage == "predict":
-            self.sentences["predict"] = self.read(self.require("predict"), labelled=False)
+        self.read_splits(stage, self.sentences, lambda path, predict: self.read(path, labelled=not predict))
         for split, sentences in self.sentences.items():
             if split not in self.datasets:
                 self.datasets[split] = self.windows(sentences, predict=split == "predict")

@@ -22,6 +22,7 @@ from tetraformer.data.tag_schemes import allowed_transitions, entity_spans
 from tetraformer.data.word_alignment import gather_words, word_mask
 from tetraformer.interop import load_hf
 from tetraformer.training.entity_metrics import REPORT_COLUMNS, EntityScore
+from tetraformer.training.labelled import LabelledTask
 from tetraformer.training.loggers import wandb_logger
 from tetraformer.training.module import TaskModule
 from tetraformer.training.reports import write_table
@@ -31,7 +32,7 @@ Decoding = Literal["argmax", "constrained"]
 ENTITY_SCORES = ("precision", "recall", "f1")
 
 
-class TokenClassification(TaskModule):
+class TokenClassification(LabelledTask, TaskModule):
     """One tag per word (NER, chunking, POS) on an encoder, decoder or encoder-decoder backbone.
 
     The loss covers the labelled subwords; metrics see one prediction per word, reassembled from a sentence's
@@ -43,6 +44,7 @@ class TokenClassification(TaskModule):
     """
 
     hf_architectures = ("BertForTokenClassification",)
+    label_word = "tags"
 
     def __init__(
         self,
@@ -112,33 +114,10 @@ class TokenClassification(TaskModule):
         self.vocabulary, self.scheme = LabelVocabulary.from_state(state["labels"]), state["scheme"]
 
     # --- the data's tags -----------------------------------------------------------------------------
-    def on_fit_start(self) -> None:
-        """Share tags with the data, build metrics."""
-        self._share_labels()
-        super().on_fit_start()
-
-    def on_validation_start(self) -> None:
-        """Share tags with the data before its tags are encoded."""
-        self._share_labels()
-        super().on_validation_start()
-
-    def on_test_start(self) -> None:
-        """Share tags with the data before its tags are encoded."""
-        self._share_labels()
-        super().on_test_start()
-
-    def _share_labels(self) -> None:
-        """Encode the data's tags with this model's vocabulary (a checkpoint's wins); mismatches are errors."""
-        datamodule = self.trainer.datamodule
-        theirs = getattr(datamodule, "vocabulary", None)
-        if datamodule is None or theirs is self.vocabulary:
-            return
+    def check_data(self, datamodule: Any) -> None:
+        """The data's tag scheme must be the checkpoint's."""
         if getattr(datamodule, "scheme", self.scheme) != self.scheme:
             raise DataError(f"the data's tag scheme {datamodule.scheme} differs from the checkpoint's {self.scheme}")
-        if theirs is not None and "train" in datamodule.sentences and theirs.names != self.vocabulary.names:
-            raise DataError(f"the training data's tags ({theirs.describe()}) differ from the checkpoint's "
-                            f"({self.vocabulary.describe()})")  # fmt: skip
-        datamodule.use_labels(self.vocabulary)
 
     # --- steps ---------------------------------------------------------------------------------------
     def forward_batch(self, batch: dict[str, Tensor]) -> Tensor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from tetraformer.data.collate import PaddingCollator
 from tetraformer.data.errors import DataError
+from tetraformer.data.splits import train_val_split
 from tetraformer.data.tokenizer import load_tokenizer
 from tetraformer.training.checkpoint import source_tokenizer
 
@@ -76,6 +78,23 @@ class TaskDataModule(L.LightningDataModule):
         if not path:
             raise ValueError(f"no {stage} data: set --data.{stage}_path to a file, a directory or a glob")
         return path
+
+    def read_splits(self, stage: str, store: MutableMapping[str, Any], read: Callable[[str, bool], Any]) -> None:
+        """Fill `store` with what `stage` needs, once: `read(path, predict)` gives a split's items.
+
+        fit: train, and val from `val_path` or a seeded `val_fraction` held out of train; validate: val (else
+        train); test and predict: their paths (read again on each call, as the path may have changed).
+        """
+        if stage == "fit" and "train" not in store:
+            train = read(self.require("train"), False)
+            val = read(self.val_path, False) if self.val_path else None
+            if val is None:
+                train, val = train_val_split(train, self.val_fraction, self.seed)
+            store["train"], store["val"] = train, val
+        if stage == "validate" and "val" not in store:
+            store["val"] = read(self.val_path or self.require("train"), False)
+        if stage in ("test", "predict"):
+            store[stage] = read(self.require(stage), stage == "predict")
 
     def loader(self, split: str, shuffle: bool = False) -> DataLoader:
         """A DataLoader over a built split with the subclass's collator."""
