@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.cli_runner import config_runner
 from tetraformer.cli import main
 
 TEXT = "First Citizen: Before we proceed any further, hear me speak.\n"
@@ -50,16 +51,7 @@ def text_file(tmp_path: Path) -> Path:
 @pytest.fixture
 def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
     """Write a tiny config (with data overrides) and run `tetraformer SUBCOMMAND -c it ARGS...`; returns the run dir."""
-    monkeypatch.setenv("WANDB_SILENT", "true")
-
-    def run(subcommand: str, *args: str, root: Path | None = None, **data: object) -> Path:
-        root = root or tmp_path / "run"
-        config = tmp_path / f"{subcommand}.yaml"
-        config.write_text(yaml.safe_dump(tiny_config(root, **data)))
-        main([subcommand, "-c", str(config), *args])
-        return root
-
-    return run
+    return config_runner(tmp_path, monkeypatch, tiny_config)
 
 
 @pytest.fixture(scope="session")

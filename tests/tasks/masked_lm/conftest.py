@@ -7,9 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tetraformer.cli import main
+from tests.cli_runner import config_runner
 
 WORDS = [
     "zero",
@@ -79,13 +78,4 @@ def corpus(tmp_path: Path) -> Path:
 @pytest.fixture
 def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
     """Write a tiny config (with data overrides) and run `tetraformer SUBCOMMAND -c it ARGS...`; returns the run dir."""
-    monkeypatch.setenv("WANDB_SILENT", "true")
-
-    def run(subcommand: str, *args: str, next_sentence: bool = False, **data: object) -> Path:
-        root = tmp_path / "run"
-        config = tmp_path / f"{subcommand}.yaml"
-        config.write_text(yaml.safe_dump(tiny_config(root, next_sentence, **data)))
-        main([subcommand, "-c", str(config), *args])
-        return root
-
-    return run
+    return config_runner(tmp_path, monkeypatch, tiny_config)

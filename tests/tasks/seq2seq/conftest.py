@@ -8,9 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tetraformer.cli import main
+from tests.cli_runner import config_runner
 
 ALPHABET = "abcdefgh"
 
@@ -73,14 +72,4 @@ def pairs_file(tmp_path: Path) -> Path:
 @pytest.fixture
 def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
     """Write a tiny config and run `tetraformer SUBCOMMAND -c it ARGS...`; returns the run dir."""
-    monkeypatch.setenv("WANDB_SILENT", "true")
-
-    def run(subcommand: str, *args: str, arch: str = "t5", model: dict | None = None, root: Path | None = None,
-            **data: object) -> Path:
-        root = root or tmp_path / "run"
-        config = tmp_path / f"{subcommand}.yaml"
-        config.write_text(yaml.safe_dump(tiny_config(root, arch, model, **data)))
-        main([subcommand, "-c", str(config), *args])
-        return root
-
-    return run
+    return config_runner(tmp_path, monkeypatch, tiny_config)

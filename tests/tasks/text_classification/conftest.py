@@ -9,9 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tetraformer.cli import main
+from tests.cli_runner import config_runner
 
 # one keyword decides the label: a learnable fixture for any backbone
 WORDS = {"sport": ["goal", "match", "team", "score"], "money": ["bank", "price", "market", "stock"],
@@ -82,16 +81,7 @@ def splits(tmp_path: Path) -> dict[str, Path]:
 @pytest.fixture
 def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
     """Write a tiny config (model and data overrides) and run `tetraformer SUBCOMMAND -c it ARGS...`."""
-    monkeypatch.setenv("WANDB_SILENT", "true")
-
-    def run(subcommand: str, *args: str, root: Path | None = None, model: dict | None = None, **data: object) -> Path:
-        root = root or tmp_path / "run"
-        config = tmp_path / f"{subcommand}-{root.name}.yaml"
-        config.write_text(yaml.safe_dump(tiny_config(root, model, **data)))
-        main([subcommand, "-c", str(config), *args])
-        return root
-
-    return run
+    return config_runner(tmp_path, monkeypatch, tiny_config)
 
 
 def last_metrics(run: Path, stage: str = "val") -> dict[str, float]:

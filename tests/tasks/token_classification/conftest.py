@@ -7,10 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
+from tests.cli_runner import config_runner
 from tests.tasks.text_classification.conftest import last_metrics
-from tetraformer.cli import main
 
 __all__ = ["last_metrics"]  # shared with the text-classification tests
 
@@ -78,13 +77,4 @@ def splits(tmp_path: Path) -> dict[str, Path]:
 @pytest.fixture
 def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
     """Write a tiny config (model and data overrides) and run `tetraformer SUBCOMMAND -c it ARGS...`."""
-    monkeypatch.setenv("WANDB_SILENT", "true")
-
-    def run(subcommand: str, *args: str, root: Path | None = None, model: dict | None = None, **data: object) -> Path:
-        root = root or tmp_path / "run"
-        config = tmp_path / f"{subcommand}-{root.name}.yaml"
-        config.write_text(yaml.safe_dump(tiny_config(root, model, **data)))
-        main([subcommand, "-c", str(config), *args])
-        return root
-
-    return run
+    return config_runner(tmp_path, monkeypatch, tiny_config)

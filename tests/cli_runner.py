@@ -1,0 +1,29 @@
+"""Run `tetraformer` in-process on a tiny config: the one runner the task tests' `run_cli` fixtures share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tetraformer.cli import main
+
+
+def config_runner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, build: Callable[..., dict[str, Any]]
+) -> Callable[..., Path]:
+    """`run(SUBCOMMAND, *ARGS, root=None, **options)`: writes `build(root, **options)` as a config, runs
+    `tetraformer SUBCOMMAND -c it ARGS...` and returns the run directory (default tmp_path/run)."""
+    monkeypatch.setenv("WANDB_SILENT", "true")
+
+    def run(subcommand: str, *args: str, root: Path | None = None, **options: Any) -> Path:
+        root = root or tmp_path / "run"
+        config = tmp_path / f"{subcommand}-{root.name}.yaml"
+        config.write_text(yaml.safe_dump(build(root, **options)))
+        main([subcommand, "-c", str(config), *args])
+        return root
+
+    return run
