@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from tetraformer.config_errors import ConfigError
 from tetraformer.core import SequenceClassifier, TransformerConfig, build_backbone
 from tetraformer.core.backbones import BackboneKind
 
@@ -25,5 +26,5 @@ def build_classifier(
     """A SequenceClassifier on a new backbone; a pooling the backbone cannot use is a clear error."""
     allowed = POOLINGS_BY_BACKBONE.get(backbone)
     if allowed is not None and pooling is not None and pooling not in allowed:
-        raise ValueError(f"--model.pooling {pooling} does not fit a {backbone} backbone; use one of {allowed}")
+        raise ConfigError(f"--model.pooling {pooling} does not fit a {backbone} backbone; use one of {allowed}")
     return SequenceClassifier(build_backbone(cfg, backbone), num_classes, pooling, pooler)

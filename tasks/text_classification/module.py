@@ -15,6 +15,7 @@ from torchmetrics.classification import (
 )
 
 from tasks.text_classification.model import ClassifierPooling, build_classifier
+from tetraformer.config_errors import ConfigError
 from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.core.backbones import BackboneKind
 from tetraformer.data import LabelVocabulary
@@ -96,7 +97,7 @@ class TextClassification(LabelledTask, TaskModule):
             counts = torch.tensor(self.trainer.datamodule.label_counts(), dtype=torch.float).clamp(min=1.0)
             return len(self.trainer.datamodule.datasets["train"]) / (n * counts)  # (C,)
         if len(self.class_weights) != n:
-            raise ValueError(f"--model.class_weights has {len(self.class_weights)} values for {n} labels")
+            raise ConfigError(f"--model.class_weights has {len(self.class_weights)} values for {n} labels")
         return torch.tensor(self.class_weights, dtype=torch.float)
 
     # --- steps ---------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy
 
 from tasks.token_classification.model import build_token_classifier
+from tetraformer.config_errors import ConfigError
 from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.core.backbones import BackboneKind
 from tetraformer.core.heads import TokenClassificationHead
@@ -56,7 +57,7 @@ class TokenClassification(LabelledTask, TaskModule):
         super().__init__(**kwargs)
         self.save_hyperparameters()
         if decode not in ("argmax", "constrained"):
-            raise ValueError(f"--model.decode {decode!r}; expected argmax or constrained")
+            raise ConfigError(f"--model.decode {decode!r}; expected argmax or constrained")
         self.backbone_kind, self.decode, self.strict_scheme = backbone, decode, strict_scheme
         self.vocabulary: LabelVocabulary | None = None
         self.scheme: str | None = None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -24,3 +27,13 @@ def test_unfitting_poolings_are_refused(backbone: str, pooling: str) -> None:
     """cls on a causal decoder, a decoder step without a decoder: the error names the choices."""
     with pytest.raises(ValueError, match=f"--model.pooling {pooling} does not fit a {backbone} backbone"):
         build_classifier(CFG, backbone, 5, pooling, pooler=False)
+
+
+def test_unfitting_pooling_is_one_line_from_the_cli(
+    run_cli: Callable[..., Path], splits: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fit --model.backbone decoder --model.pooling cls` stops with exit code 2 and one `error:` line."""
+    with pytest.raises(SystemExit) as stop:
+        run_cli("fit", model={"backbone": "decoder", "pooling": "cls"}, train_path=str(splits["train"]))
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: --model.pooling cls does not fit")
