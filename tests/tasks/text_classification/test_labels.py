@@ -58,11 +58,15 @@ def test_class_weights_train(run_cli: Callable[..., Path], splits: dict[str, Pat
     assert (run / "checkpoints" / "last.ckpt").is_file()
 
 
-def test_wrong_number_of_class_weights(run_cli: Callable[..., Path], splits: dict[str, Path]) -> None:
-    """Two weights for three labels: a clear error."""
-    with pytest.raises(ValueError, match="class_weights has 2 values for 3 labels"):
+def test_wrong_number_of_class_weights(
+    run_cli: Callable[..., Path], splits: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two weights for three labels: one error line, exit code 2."""
+    with pytest.raises(SystemExit) as stop:
         run_cli("fit", model={"class_weights": [1.0, 2.0]}, train_path=str(splits["train"]),
                 val_path=str(splits["val"]))  # fmt: skip
+    assert stop.value.code == 2
+    assert "error: --model.class_weights has 2 values for 3 labels" in capsys.readouterr().err
 
 
 def test_test_stage_writes_per_class_report_and_confusion(
