@@ -180,10 +180,12 @@ def test_base_model_exports_as_t5model(tmp_path: Path) -> None:
 
 
 @torch.no_grad()
-def test_a_core_trained_from_scratch_exports_to_transformers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("scale_attention", [False, True])
+def test_a_core_trained_from_scratch_exports_to_transformers(tmp_path: Path, scale_attention: bool) -> None:
+    """T5's own unscaled attention, or 1/sqrt(d_head) scores folded into the exported query weights."""
     cfg = TransformerConfig.preset(
         "t5-small", d_model=32, n_heads=4, d_head=8, n_layers=2, n_decoder_layers=2, d_ff=64, vocab_size=100,
-        dropout=0.0, relative_buckets=8, relative_max_distance=20,
+        dropout=0.0, relative_buckets=8, relative_max_distance=20, scale_attention=scale_attention,
     )  # fmt: skip
     ours = HFT5ForConditionalGeneration(Seq2SeqLM(cfg).eval(), {})
     save_hf(ours, tmp_path)
@@ -261,3 +263,22 @@ def test_decoder_inputs_are_required(tmp_path: Path) -> None:
     make_hf(tmp_path, "v1.0-relu-tied")
     with pytest.raises(ValueError, match="decoder_input_ids"):
         load_hf(tmp_path)(input_ids=torch.ones(1, 4, dtype=torch.long))
+
+
+@pytest.mark.parametrize("variant", ["v1.0-relu-tied", "v1.1-gated-gelu-untied"])
+def test_t5_init_scheme_draws_transformers_stds(variant: str) -> None:
+    """A fresh core T5 (init_scheme t5) has each tensor's spread of a fresh transformers T5 of the same shape."""
+    shape = dict(vocab_size=512, d_model=64, d_kv=16, d_ff=256, num_layers=2, num_heads=4, dropout_rate=0.0)
+    hf_cfg = transformers.T5Config(**{**shape, **VARIANTS[variant]})
+    torch.manual_seed(0)
+    theirs = transformers.T5ForConditionalGeneration(hf_cfg).state_dict()
+    core = Seq2SeqLM(TransformerConfig.preset(
+        "t5-small", d_model=64, n_heads=4, d_head=16, n_layers=2, n_decoder_layers=2, d_ff=256, vocab_size=512,
+        activation="geglu_tanh" if "gated" in variant else "relu", tie_embeddings="tied" in variant,
+    ))  # fmt: skip
+    ours = HFT5ForConditionalGeneration(core, {}).export_weights()
+    for name, tensor in ours.items():
+        if tensor.ndim < 2 or name not in theirs:
+            continue
+        tolerance = 0.3 if tensor.numel() < 1000 else 0.1  # the relative bias table has 32 x 4 entries
+        assert tensor.float().std().item() == pytest.approx(theirs[name].float().std().item(), rel=tolerance), name

@@ -12,6 +12,7 @@ Norm = Literal["layernorm", "rmsnorm"]
 NormPosition = Literal["pre", "post"]
 Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu", "geglu", "geglu_tanh"]
 AttentionBackend = Literal["sdpa", "eager"]
+InitScheme = Literal["normal", "t5"]
 GATED_ACTIVATIONS = ("swiglu", "geglu", "geglu_tanh")
 
 
@@ -61,6 +62,7 @@ class TransformerConfig:
 
     # --- initialisation and heads ------------------------------------------------------------
     init_std: float = 0.02
+    init_scheme: InitScheme = "normal"  # t5: Mesh TensorFlow's fan-in stds, for models without scale_attention
     scaled_residual_init: bool = False  # GPT-2: residual projections get std / sqrt(2 * layers)
     tie_embeddings: bool = True  # LM head shares the token embedding matrix
     rescale_tied_logits: bool = False  # T5 v1.0 multiplies the output by d_model**-0.5 when tied
@@ -69,7 +71,7 @@ class TransformerConfig:
         """Reject shapes and names that cannot build a model."""
         if self.d_head is None and self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        for name in ("norm", "norm_position", "activation", "position", "attention"):
+        for name in ("norm", "norm_position", "activation", "position", "attention", "init_scheme"):
             allowed = _literal_values(name)
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}={getattr(self, name)!r}; expected one of {allowed}")
@@ -142,6 +144,7 @@ def _literal_values(field_name: str) -> tuple[str, ...]:
         "activation": Activation,
         "position": Position,
         "attention": AttentionBackend,
+        "init_scheme": InitScheme,
     }
     return kinds[field_name].__args__
 
@@ -153,7 +156,7 @@ _BERT = dict(
 _GPT2 = dict(norm_position="pre", activation="gelu_tanh", position="learned", scaled_residual_init=True)
 _T5 = dict(
     norm="rmsnorm", norm_position="pre", norm_eps=1e-6, activation="relu", position="relative", bias=False,
-    scale_attention=False, rescale_tied_logits=True,
+    scale_attention=False, rescale_tied_logits=True, init_scheme="t5",
 )  # fmt: skip
 _VIT = dict(norm_position="pre", norm_eps=1e-12, activation="gelu", position="learned", vocab_size=0)
 

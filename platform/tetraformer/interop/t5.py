@@ -34,8 +34,9 @@ FFN_TO_HF = {
 # what a core config must hold to be written as T5
 T5_SHAPE = dict(
     norm="rmsnorm", norm_position="pre", position="relative", bias=False, use_qkv_bias=False,
-    scale_attention=False, scale_embeddings=False, embedding_norm=False, type_vocab_size=0,
-)  # fmt: skip
+    scale_embeddings=False, embedding_norm=False, type_vocab_size=0,
+)  # fmt: skip  # scale_attention is either way: export folds the 1/sqrt(d_head) into the query weights
+QUERY_WEIGHTS = ("SelfAttention.q.weight", "EncDecAttention.q.weight")
 # copies transformers itself ignores: per-stack embeddings, a tied head, the decoder's unused cross bias
 REDUNDANT = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight",
              "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight")  # fmt: skip
@@ -78,8 +79,12 @@ class T5Base(HFModel):
         return config_to_hf(self.core.cfg, self.hf_config, tied=not self.untied_head())
 
     def export_weights(self) -> dict[str, Tensor]:
-        """T5-named tensors for this model."""
-        return export_state(self, self.rules(""))
+        """T5-named tensors for this model; a core that scales scores by 1/sqrt(d_head) has it folded into Q."""
+        weights = export_state(self, self.rules(""))
+        if self.core.cfg.scale_attention:
+            scale = self.core.cfg.head_dim**-0.5  # q.k / sqrt(d) = (q / sqrt(d)).k: T5's own convention
+            weights = {k: v * scale if k.endswith(QUERY_WEIGHTS) else v for k, v in weights.items()}
+        return weights
 
 
 class HFT5Model(T5Base):
@@ -120,7 +125,7 @@ def config_from_hf(hf: dict, source: str, tied: bool, rescale: bool) -> Transfor
         n_layers=n_layers, n_decoder_layers=hf.get("num_decoder_layers") or n_layers, d_ff=hf.get("d_ff", 2048),
         vocab_size=hf.get("vocab_size", 32128), norm="rmsnorm", norm_position="pre",
         norm_eps=hf.get("layer_norm_epsilon", 1e-6), activation=FFN_FROM_HF[proj], position="relative",
-        bias=False, scale_attention=False, relative_buckets=hf.get("relative_attention_num_buckets", 32),
+        bias=False, scale_attention=False, init_scheme="t5", relative_buckets=hf.get("relative_attention_num_buckets", 32),
         relative_max_distance=hf.get("relative_attention_max_distance", 128),
         dropout=rate, attn_dropout=rate, ffn_dropout=rate, tie_embeddings=tied, rescale_tied_logits=rescale,
     )  # fmt: skip

@@ -15,8 +15,8 @@ ALPHABET = "abcdefgh"
 
 # the two ready architectures at test size: T5-style and the 2017 paper's
 ARCHS = {
-    "t5": {"position": "relative", "norm": "rmsnorm", "norm_position": "pre", "activation": "geglu", "bias": False,
-           "tie_embeddings": True},
+    "t5": {"position": "relative", "norm": "rmsnorm", "norm_position": "pre", "activation": "geglu_tanh",
+           "bias": False, "tie_embeddings": True},
     "2017": {"position": "sinusoidal", "norm": "layernorm", "norm_position": "post", "activation": "relu",
              "scale_embeddings": True, "init_std": 0.125},  # the paper's embedding scale: N(0, d^-1/2) * sqrt(d)
 }  # fmt: skip

@@ -14,8 +14,10 @@ from transformers import T5Config, T5ForConditionalGeneration
 from tasks.seq2seq.data import Seq2SeqData
 from tests.tasks.seq2seq.conftest import reversal_pairs
 from tetraformer.commands import convert_command
+from tetraformer.core import TransformerConfig
 from tetraformer.data import train_tokenizer
 from tetraformer.data.tokenizer import sentinel_ids
+from tetraformer.interop.t5 import config_to_hf
 from tetraformer.training.checkpoint import load_task_module
 from tetraformer.training.text_generation import TextGenerationConfig
 
@@ -79,14 +81,40 @@ def test_hf_t5_round_trip_after_fine_tuning(run_cli: Callable[..., Path], pairs_
     ckpt = run / "checkpoints" / "last.ckpt"
     convert_command(["to-hf", str(ckpt), str(tmp_path / "exported")])
     module = load_task_module(ckpt)
-    hf = T5ForConditionalGeneration.from_pretrained(tmp_path / "exported").eval()
     batch = module.tokenizer(["abc", "hgfedc"], padding=True, return_tensors="pt")
     decoder = torch.tensor([[0, 5, 9, 7], [0, 8, 6, 6]])
+    ours = _assert_hf_logits_equal(module, tmp_path / "exported", batch, decoder)
+    assert not torch.allclose(ours, model.eval()(input_ids=batch["input_ids"], decoder_input_ids=decoder).logits)
+
+
+def test_t5_style_model_trained_from_scratch_exports_to_hf(run_cli: Callable[..., Path], pairs_file: Path,
+                                                           tmp_path: Path) -> None:  # fmt: skip
+    """The T5-style architecture the task ships, trained from scratch, is a T5ForConditionalGeneration."""
+    run = run_cli("fit", "--trainer.max_steps", "5", train_path=str(pairs_file))
+    ckpt = run / "checkpoints" / "last.ckpt"
+    convert_command(["to-hf", str(ckpt), str(tmp_path / "exported")])
+    module = load_task_module(ckpt)
+    batch = module.tokenizer(["abc", "hgfedc"], padding=True, return_tensors="pt")
+    _assert_hf_logits_equal(module, tmp_path / "exported", batch, torch.tensor([[1, 5, 9, 7], [1, 8, 6, 6]]))
+
+
+@pytest.mark.parametrize("config", ["de_en_t5.yaml", "de_en_span_pretrain.yaml"])
+def test_shipped_t5_style_configs_are_exportable(config: str) -> None:
+    """The T5-style demo configs describe a model that `convert to-hf` can write as T5."""
+    path = Path(__file__).parents[3] / "configs" / "seq2seq" / config
+    arch = yaml.safe_load(path.read_text())["model"]["init_args"]["arch"]
+    hf = config_to_hf(TransformerConfig.from_dict({**arch, "vocab_size": 100}), {}, tied=arch["tie_embeddings"])
+    assert hf["model_type"] == "t5" and hf["feed_forward_proj"].startswith("gated")
+
+
+def _assert_hf_logits_equal(module: nn.Module, exported: Path, batch: dict, decoder: torch.Tensor) -> torch.Tensor:
+    """Our logits for a batch equal those of the exported HF T5; returns ours."""
+    hf = T5ForConditionalGeneration.from_pretrained(exported).eval()
     with torch.no_grad():
         ours = module.net(batch["input_ids"], decoder, batch["attention_mask"].bool())
         theirs = hf(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], decoder_input_ids=decoder)
     torch.testing.assert_close(ours, theirs.logits, atol=1e-4, rtol=1e-4)
-    assert not torch.allclose(ours, model.eval()(input_ids=batch["input_ids"], decoder_input_ids=decoder).logits)
+    return ours
 
 
 def test_converted_hf_t5_generates_from_the_checkpoint(pairs_file: Path, tmp_path: Path) -> None:
