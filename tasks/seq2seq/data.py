@@ -8,11 +8,13 @@ from typing import Any, Literal
 
 from tasks.seq2seq.reading import Pair, PairFile, read_pairs, read_parallel, read_sources
 from tetraformer.data import DataError, load_tokenizer, read_text
+from tetraformer.data.files import resolve_files
 from tetraformer.data.records import RecordFormat
 from tetraformer.data.run_tokenizer import prepare_run_tokenizer
 from tetraformer.data.seq2seq_batch import Seq2SeqCollator
 from tetraformer.data.span_corruption import SpanCorruptionCollator, SpanCorruptor
 from tetraformer.data.splits import train_val_split
+from tetraformer.data.text import text_format
 from tetraformer.training.checkpoint import source_tokenizer
 from tetraformer.training.datamodule import TaskDataModule
 from tetraformer.training.text_generation import decoder_start_token
@@ -52,7 +54,7 @@ class Seq2SeqData(TaskDataModule):
         tokenizer_type: Literal["bpe", "wordpiece", "unigram", "char"] = "unigram",
         vocab_size: int = 8000,
         objective: Objective = "pairs",
-        text_field: str | list[str] = "text",
+        text_field: str | list[str] | None = "text",
         noise_density: float = 0.15,
         mean_span_length: float = 3.0,
         extra_ids: int = 100,
@@ -121,10 +123,18 @@ class Seq2SeqData(TaskDataModule):
         return read_pairs(path, self.format, self.fields, prefix, self.encoding, with_target)
 
     def documents(self, path: str) -> list[str]:
-        """The texts of plain-text files (one per line) or of JSONL records' text field(s) (span corruption)."""
-        fields = [self.text_field] if isinstance(self.text_field, str) else self.text_field
-        return [text for field in fields
-                for text in read_text(path, field=field, documents="line", encoding=self.encoding)["text"]]  # fmt: skip
+        """The texts of plain-text files (one per line, read once) or of records' text field(s) (span corruption)."""
+        fields = [self.text_field] if isinstance(self.text_field, str) else list(self.text_field or [])
+        texts: list[str] = []
+        for file in resolve_files(path):
+            if text_format(file) == "text":
+                texts += read_text(file, documents="line", encoding=self.encoding)["text"]
+                continue
+            if not fields:
+                raise DataError("records need --data.text_field (the field, or list of fields, holding text)", file)
+            for field in fields:
+                texts += read_text(file, field=field, documents="line", encoding=self.encoding)["text"]
+        return texts
 
     def setup(self, stage: str) -> None:
         """Load the tokenizer and encode the splits the stage needs."""

@@ -133,3 +133,15 @@ def test_undecodable_bytes_name_file_and_line(tokenizer, tmp_path: Path, name: s
         "source_path": str(tmp_path / "src.txt"), "target_path": str(tmp_path / "tgt.txt")}  # fmt: skip
     with pytest.raises(DataError, match=rf"{name}:2: cannot decode byte 0xff"):
         data_module(tokenizer, **options).training_pairs()
+
+
+def test_span_corruption_reads_each_plain_text_line_once(tmp_path: Path) -> None:
+    """Plain-text files (a glob) are read once whatever text_field lists; records read each listed field."""
+    (tmp_path / "a.txt").write_text("one text\n\nanother text\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("third text\n", encoding="utf-8")
+    (tmp_path / "pairs.jsonl").write_text('{"source": "ein", "target": "one"}\n', encoding="utf-8")
+    module = Seq2SeqData(objective="span_corruption", text_field=["source", "target"])
+    assert sorted(module.documents(str(tmp_path / "*.txt"))) == ["another text", "one text", "third text"]
+    assert module.documents(str(tmp_path / "pairs.jsonl")) == ["ein", "one"]
+    with pytest.raises(DataError, match=r"pairs.jsonl.*--data.text_field"):
+        Seq2SeqData(objective="span_corruption", text_field=None).documents(str(tmp_path / "pairs.jsonl"))
