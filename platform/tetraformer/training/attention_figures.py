@@ -81,6 +81,8 @@ def text_attention_figure(
         ax.set_xticks(np.arange(s), list(tokens), rotation=90, fontsize=font)
         ax.set_yticks(np.arange(t), list(row_tokens), fontsize=font)
         ax.set_title(f"head {head_ids[index]}", fontsize=9)
+        ax.set_xlabel("attended to (keys)", fontsize=8)
+        ax.set_ylabel("attending (queries)", fontsize=8)
         figure.colorbar(image, ax=ax, shrink=0.7)
     figure.suptitle(f"{title}\n{note}" if note else title, fontsize=10)
     return save_png(figure, path)
