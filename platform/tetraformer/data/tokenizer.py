@@ -113,6 +113,14 @@ def sentinel_ids(tokenizer: PreTrainedTokenizerBase, n: int | None = None) -> li
     return [vocab[SENTINEL.format(i)] for i in range(wanted)]
 
 
+def decoder_start_token(tokenizer: PreTrainedTokenizerBase) -> int:
+    """First decoder input of an encoder-decoder: BOS if the tokenizer has one, else PAD (as T5 does)."""
+    for token_id in (tokenizer.bos_token_id, tokenizer.pad_token_id):
+        if token_id is not None:
+            return token_id
+    return 0
+
+
 def _load(path: Path) -> PreTrainedTokenizerBase:
     """AutoTokenizer for an HF tokenizer folder, PreTrainedTokenizerFast for a bare tokenizer.json."""
     if path.is_file():

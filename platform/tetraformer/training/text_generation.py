@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from tetraformer.core.generation import GenerationConfig, generate
+from tetraformer.data.tokenizer import decoder_start_token
 
 log = logging.getLogger(__name__)
 
@@ -105,14 +106,6 @@ def _fit_length(net: nn.Module, prompt_len: int, max_new: int, encoder_decoder: 
             "max_new_tokens %d capped at %d: the model handles %d positions", max_new, limit, net.cfg.max_len
         )
     return min(max_new, limit)
-
-
-def decoder_start_token(tokenizer: Any) -> int:
-    """First decoder input of an encoder-decoder: BOS if the tokenizer has one, else PAD (as T5 does)."""
-    for token_id in (tokenizer.bos_token_id, tokenizer.pad_token_id):
-        if token_id is not None:
-            return token_id
-    return 0
 
 
 def _stop_hook(tokenizer: Any, stops: list[str]) -> Callable[[Tensor], Tensor]:
