@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import transformers
 from torch import nn
 
 from tests.interop.test_vit import make_hf, max_diff, pixels
+from tetraformer.commands import convert_command
 from tetraformer.core import ImageEncoder, SequenceClassifier, TextDecoder, TransformerConfig
 from tetraformer.interop import InteropError
 from tetraformer.interop.convert import export_network
@@ -103,3 +105,19 @@ def test_classifiers_hf_cannot_express_are_refused(tmp_path: Path, net: type, me
     """What ViTForImageClassification (or any HF class) cannot run is a named error, not a wrong model."""
     with pytest.raises(InteropError, match=message):
         export_network(net(), None, tmp_path / "out", labels=["a", "b", "c"])
+
+
+def test_from_hf_of_a_vit_asks_for_no_tokenizer_and_starts_a_network(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`convert from-hf` of a ViT classifier: no tokenizer advice (images need none); the .ckpt starts a network."""
+    hf = make_hf(tmp_path / "hf", "base-gelu-qkv-bias")
+    with caplog.at_level(logging.INFO):
+        convert_command(["from-hf", str(tmp_path / "hf"), str(tmp_path / "vit.ckpt")])
+    assert "tokenizer" not in caplog.text
+    cfg, state = starting_point(tmp_path / "vit.ckpt")
+    net = SequenceClassifier(ImageEncoder(cfg), len(NAMES), pooling="cls")
+    load_weights(net, state, "vit.ckpt")
+    x = pixels(hf)
+    with torch.no_grad():
+        assert max_diff(net.eval()(x), hf(pixel_values=x).logits) < TOL
