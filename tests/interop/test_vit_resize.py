@@ -13,6 +13,7 @@ import transformers
 import tetraformer.interop  # noqa: F401  (registers Hugging Face directories as init_from sources, as the CLI does)
 from tests.interop.test_vit import make_hf, max_diff, pixels
 from tetraformer.core import ImageEncoder, SequenceClassifier
+from tetraformer.interop.convert import export_network
 from tetraformer.training.checkpoint import load_weights, starting_point
 
 TOL = 1e-4
@@ -69,3 +70,19 @@ def test_another_patch_size_is_refused_naming_the_source(tmp_path: Path) -> None
     cfg, state = starting_point(tmp_path)
     with pytest.raises(ValueError, match=rf"{re.escape(str(tmp_path))}: the source's patches are 8x8 pixels, this model's 4x4"):
         load_weights(ImageEncoder(cfg.replace(patch_size=4)), state, str(tmp_path))
+
+
+@torch.no_grad()
+def test_resized_classifier_exports_at_its_new_size(tmp_path: Path) -> None:
+    """Loaded at 48 pixels, to-hf writes image_size 48: transformers gives our logits without interpolating."""
+    hf = make_hf(tmp_path / "hf", "base-gelu-qkv-bias")
+    cfg, state = starting_point(tmp_path / "hf")
+    net = SequenceClassifier(ImageEncoder(cfg.replace(image_size=48)), 5, pooling="cls")
+    load_weights(net, state, "hf")
+    exported = transformers.ViTForImageClassification.from_pretrained(
+        export_network(net, None, tmp_path / "out", labels=list(hf.config.id2label.values()))
+    ).eval()
+    assert exported.config.image_size == 48 and exported.config.id2label == hf.config.id2label
+    x = pixels(hf, 48)
+    assert max_diff(exported(pixel_values=x).logits, net.eval()(x)) < TOL
+    assert max_diff(exported(pixel_values=x).logits, hf(pixel_values=x, interpolate_pos_encoding=True).logits) < TOL
