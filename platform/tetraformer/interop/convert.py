@@ -10,6 +10,7 @@ from typing import Any
 from torch import nn
 
 from tetraformer.data import DataError, load_tokenizer
+from tetraformer.data.tokenizer import decoder_start_token
 from tetraformer.interop.errors import InteropError
 from tetraformer.interop.registry import export_class, load_hf, save_hf
 from tetraformer.payload import make_checkpoint
@@ -22,16 +23,27 @@ def export_network(
 ) -> Path:
     """Write a core network (and its tokenizer) as the Hugging Face architecture its family exports as.
 
-    A classifier's `labels` (its label vocabulary, in output order) become config.json's id2label/label2id.
+    A classifier's `labels` (its label vocabulary, in output order) become config.json's id2label/label2id; the
+    tokenizer's special tokens its pad/bos/eos (and an encoder-decoder's decoder start) ids.
     """
     wrapper = export_class(net)
-    hf_config = label_config(labels, multi_label) if labels else {}
+    hf_config = token_config(tokenizer, net) if tokenizer is not None else {}
+    hf_config |= label_config(labels, multi_label) if labels else {}
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer_dir = None
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
             tokenizer_dir = Path(tmp)
         return save_hf(wrapper.from_network(net, hf_config, tokenizer_dir), out_dir)
+
+
+def token_config(tokenizer: Any, net: nn.Module) -> dict:
+    """config.json's special-token ids from the tokenizer the model was trained with (what `generate` reads)."""
+    names = ("pad_token_id", "bos_token_id", "eos_token_id")
+    config = {name: getattr(tokenizer, name) for name in names if getattr(tokenizer, name, None) is not None}
+    if getattr(getattr(net, "cfg", None), "is_encoder_decoder", False):
+        config["decoder_start_token_id"] = decoder_start_token(tokenizer)
+    return config
 
 
 def label_config(labels: list[str], multi_label: bool) -> dict:

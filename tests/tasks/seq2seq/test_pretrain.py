@@ -9,7 +9,7 @@ import pytest
 import torch
 import yaml
 from torch import nn
-from transformers import T5Config, T5ForConditionalGeneration
+from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
 
 from tasks.seq2seq.data import Seq2SeqData
 from tests.tasks.seq2seq.conftest import reversal_pairs
@@ -96,6 +96,13 @@ def test_t5_style_model_trained_from_scratch_exports_to_hf(run_cli: Callable[...
     module = load_task_module(ckpt)
     batch = module.tokenizer(["abc", "hgfedc"], padding=True, return_tensors="pt")
     _assert_hf_logits_equal(module, tmp_path / "exported", batch, torch.tensor([[1, 5, 9, 7], [1, 8, 6, 6]]))
+    hf = T5ForConditionalGeneration.from_pretrained(tmp_path / "exported").eval()  # config.json's token ids:
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "exported")
+    sources = ["abc", "hgfedc", "dd"]
+    greedy = TextGenerationConfig(max_new_tokens=8, do_sample=False, num_beams=1)
+    for source, ours in zip(sources, module.generate(sources, greedy), strict=True):
+        ids = hf.generate(**tokenizer([source], return_tensors="pt"), max_new_tokens=8, do_sample=False, num_beams=1)
+        assert tokenizer.decode(ids[0], skip_special_tokens=True) == ours
 
 
 @pytest.mark.parametrize("config", ["de_en_t5.yaml", "de_en_span_pretrain.yaml"])
