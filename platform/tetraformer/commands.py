@@ -97,11 +97,14 @@ def generation_options(args: argparse.Namespace) -> dict[str, Any]:
     """The decoding options set on the command line, by TextGenerationConfig field name."""
     from tetraformer.training.text_generation import TextGenerationConfig
 
-    return {
+    options = {
         f.name: getattr(args, f.name)
         for f in dataclasses.fields(TextGenerationConfig)
         if hasattr(args, f.name)
     }
+    if options.get("do_sample") is False:  # --greedy: one beam, whatever beam width the checkpoint decodes with
+        options.setdefault("num_beams", 1)
+    return options
 
 
 def load_generative_task(ckpt: str, tokenizer: str | None, device: str) -> Any:

@@ -27,7 +27,7 @@ class TextGenerationConfig:
 
     max_new_tokens: int = field(default=64, metadata={"help": "tokens to generate after each prompt"})
     do_sample: bool = field(
-        default=True, metadata={"help": "pick the most likely token (no sampling)", "flag": "--greedy"}
+        default=True, metadata={"help": "pick the most likely token (no sampling; one beam unless --num-beams)", "flag": "--greedy"}
     )
     temperature: float = field(default=0.8, metadata={"help": "sampling temperature; lower is more certain"})
     top_k: int = field(default=0, metadata={"help": "sample among the k most likely tokens (0: all)"})

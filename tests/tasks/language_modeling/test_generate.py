@@ -32,11 +32,12 @@ def test_every_field_has_a_flag() -> None:
 
 
 def test_flags_parse_into_fields() -> None:
-    """Typed values, --greedy as the switch of do_sample, repeatable --stop with escapes; unset stays unset."""
+    """Typed values, --greedy as the switch of do_sample (one beam unless given), repeatable --stop; unset stays unset."""
     assert parse() == {}
     assert parse("--max-new-tokens", "5", "--top-p", "0.5", "--greedy", "--stop", r"\n\n", "--stop", "x") == {
-        "max_new_tokens": 5, "top_p": 0.5, "do_sample": False, "stop": ["\n\n", "x"],
+        "max_new_tokens": 5, "top_p": 0.5, "do_sample": False, "num_beams": 1, "stop": ["\n\n", "x"],
     }  # fmt: skip
+    assert parse("--greedy", "--num-beams", "4") == {"do_sample": False, "num_beams": 4}
     with pytest.raises(SystemExit):
         parse("--num-beams", "two")
 
