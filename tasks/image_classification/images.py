@@ -43,7 +43,7 @@ def decode_image(path: str | Path, channels: int, size: int) -> Tensor:
             image.load()
             array = _pixels(image, channels)
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as err:
-        raise DataError(f"cannot read image: {_reason(err)}", path) from None
+        raise DataError(f"cannot read image: {_reason(err, path)}", path) from None
     return resize(torch.from_numpy(array.copy()).permute(2, 0, 1)[None], size)[0]
 
 
@@ -61,9 +61,9 @@ def _pixels(image: Image.Image, channels: int) -> np.ndarray:
     raise ValueError(f"image mode {image.mode!r} cannot be converted to {channels} channel(s)")
 
 
-def _reason(err: BaseException) -> str:
-    """Pillow's reason in one line."""
-    text = " ".join(str(err).split()) or type(err).__name__
+def _reason(err: BaseException, path: str | Path) -> str:
+    """Pillow's reason in one line, without the path the error names already."""
+    text = " ".join(str(err).replace(f" {str(path)!r}", "").split()) or type(err).__name__
     return text.replace("image file is truncated", "the file is truncated")
 
 
@@ -147,7 +147,7 @@ def _decode_all(paths: Sequence[str], where: Sequence[Where], channels: int, siz
         try:
             images[len(kept)] = decode_image(path, channels, size)
         except DataError as err:
-            located = err if file == path else DataError(f"{path}: {err.message}", file, line)
+            located = err if line is None else DataError(f"{path}: {err.message}", file, line)  # a CSV row named it
             if not skip_bad:
                 raise located from None
             bad.append(str(located))
