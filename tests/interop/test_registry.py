@@ -13,6 +13,7 @@ from tests.interop.text_checkpoints import state_dicts_equal
 from tetraformer.core import SequenceClassifier, TokenClassifier
 from tetraformer.interop import FAMILIES, HFModel, InteropError, architectures, export_class, load_hf, save_hf
 from tetraformer.interop.convert import export_network
+from tetraformer.interop.registry import export_name
 
 TINY_HF_CONFIGS = {
     "BERT": lambda: transformers.BertConfig(
@@ -27,7 +28,7 @@ TINY_HF_CONFIGS = {
     ),
 }  # fmt: skip
 ARCHITECTURES = sorted(architectures())
-EXPORTS = sorted((arch, t.__name__) for spec in FAMILIES.values() for t, arch in spec.exports.items())
+EXPORTS = sorted((arch, export_name(key)) for spec in FAMILIES.values() for key, arch in spec.exports.items())
 
 
 def saved_hf_model(architecture: str, path: Path) -> Path:
@@ -39,7 +40,7 @@ def saved_hf_model(architecture: str, path: Path) -> Path:
 
 def test_one_spec_per_family() -> None:
     """Four families, each architecture in exactly one of them, each a transformers class; each network type
-    exports through one family only (BERT exports the encoder and the classifiers on it)."""
+    (on its backbone type) exports through one family only (BERT exports the encoder and the classifiers on it)."""
     assert sorted(FAMILIES) == ["BERT", "GPT-2", "T5", "ViT"]
     heads = [c.architecture for spec in FAMILIES.values() for c in spec.heads]
     assert len(heads) == len(set(heads)) == len(ARCHITECTURES) >= 10
@@ -68,19 +69,19 @@ def test_every_architecture_loads_and_saves(architecture: str, tmp_path: Path) -
 def test_every_exportable_network_converts(architecture: str, network: str, tmp_path: Path) -> None:
     """A family's core network (or a task network on it) exports as its architecture and imports back the same."""
     model = load_hf(saved_hf_model(architecture, tmp_path / "src"))
-    net = model.core
-    if network == "SequenceClassifier":  # the classifier head beside the encoder, as a task network holds it
+    net = model.core  # ViTForImageClassification's core is the task network itself
+    if network == "SequenceClassifier on TextEncoder":  # the head beside the encoder, as a task network holds it
         net = SequenceClassifier(model.core, model.head.classifier.out_features, pooling="cls", pooler=True)
         net.head = model.head
     if network == "TokenClassifier":
         net = TokenClassifier(model.core, model.head.classifier.out_features)
         net.head = model.head
-    assert type(net).__name__ == network
+    assert export_name((type(net), type(net.backbone)) if " on " in network else type(net)) == network
     out = export_network(net, None, tmp_path / "out")
     assert json.loads((out / "config.json").read_text())["architectures"] == [architecture]
     again = load_hf(out)
     assert state_dicts_equal(again.core, model.core)
-    if network in ("SequenceClassifier", "TokenClassifier"):
+    if network in ("SequenceClassifier on TextEncoder", "TokenClassifier"):
         assert state_dicts_equal(again.head, model.head)
     getattr(transformers, architecture).from_pretrained(out)
 

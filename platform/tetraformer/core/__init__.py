@@ -13,7 +13,7 @@ from tetraformer.core.backbones import (
 )
 from tetraformer.core.cache import KVCache, LayerCache
 from tetraformer.core.config import PRESETS, TransformerConfig
-from tetraformer.core.embeddings import PatchEmbedding, TokenEmbedding
+from tetraformer.core.embeddings import PatchEmbedding, TokenEmbedding, resize_position_grid
 from tetraformer.core.generation import GenerationConfig, beam_search, generate
 from tetraformer.core.heads import ClassificationHead, LMHead, MaskedLMHead, TokenClassificationHead
 from tetraformer.core.layers import Block, FeedForward, make_norm
@@ -36,6 +36,7 @@ __all__ += [
     "apply_temperature",
     "beam_search",
     "generate",
+    "resize_position_grid",
     "top_k_filter",
     "top_p_filter",
 ]

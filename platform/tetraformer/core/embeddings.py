@@ -88,6 +88,51 @@ class PatchEmbedding(nn.Module):
         table = self.positions(torch.arange(self.grid**2 + 1, device=self.cls.device))  # (1 + G*G, D)
         if (gh, gw) == (self.grid, self.grid):
             return table[None]
-        cls, grid = table[:1], table[1:].reshape(1, self.grid, self.grid, -1).permute(0, 3, 1, 2)
-        grid = F.interpolate(grid, size=(gh, gw), mode="bicubic", align_corners=False)  # (1, D, gh, gw)
-        return torch.cat((cls, grid.flatten(2).transpose(1, 2)[0]), dim=0)[None]
+        return resize_position_grid(table, (gh, gw))[None]
+
+    def adapt_source_state(self, state: dict[str, Tensor], prefix: str) -> list[str]:
+        """Fit a source's patch projection and position table (under `prefix`) to this embedding, in place.
+
+        Positions trained on another grid are resized to this one (as HF's interpolate_pos_encoding does at
+        every forward); a grayscale projection serves RGB by averaging over the channels, an RGB one serves
+        grayscale by summing them (exact for gray images replicated to RGB). Returns what it changed.
+        """
+        changes = []
+        proj = state.get(prefix + "proj.weight")  # (D, C, P, P)
+        if proj is not None and proj.shape[2:] != self.proj.weight.shape[2:]:
+            raise ValueError(
+                f"the source's patches are {proj.shape[-1]}x{proj.shape[-1]} pixels, this model's "
+                f"{self.patch_size}x{self.patch_size}: a pretrained patch embedding keeps its patch size "
+                f"(set patch_size {proj.shape[-1]})"
+            )
+        if proj is not None and proj.shape[1] != self.proj.in_channels:
+            state[prefix + "proj.weight"] = _convert_channels(proj, self.proj.in_channels)
+            changes.append(f"patch projection converted from {proj.shape[1]} to {self.proj.in_channels} channels")
+        table = state.get(prefix + "positions.weight")  # (1 + G*G, D)
+        if isinstance(self.positions, nn.Embedding) and table is not None and len(table) != self.grid**2 + 1:
+            old = math.isqrt(len(table) - 1)
+            if old**2 + 1 != len(table):
+                raise ValueError(f"the source's {len(table)} positions are not [CLS] + a square grid of patches")
+            state[prefix + "positions.weight"] = resize_position_grid(table, (self.grid, self.grid))
+            changes.append(f"positions resized from {old}x{old} to {self.grid}x{self.grid} patches")
+        return changes
+
+
+def resize_position_grid(table: Tensor, size: tuple[int, int]) -> Tensor:
+    """(1 + G*G, D) positions, [CLS] first -> (1 + gh*gw, D): the G x G grid resized bicubically, [CLS] kept."""
+    grid = math.isqrt(len(table) - 1)
+    cls, rows = table[:1], table[1:].reshape(1, grid, grid, -1).permute(0, 3, 1, 2)  # (1, D, G, G)
+    rows = F.interpolate(rows, size=size, mode="bicubic", align_corners=False)  # (1, D, gh, gw)
+    return torch.cat((cls, rows.flatten(2).transpose(1, 2)[0]), dim=0)
+
+
+def _convert_channels(proj: Tensor, channels: int) -> Tensor:
+    """(D, C, P, P) patch projection -> (D, channels, P, P): 1 -> N repeats it / N, N -> 1 sums it."""
+    if proj.shape[1] == 1:
+        return proj.repeat(1, channels, 1, 1) / channels
+    if channels == 1:
+        return proj.sum(dim=1, keepdim=True)
+    raise ValueError(
+        f"the source's patch projection reads {proj.shape[1]} channels, this model {channels}: only 1 <-> N "
+        "channel changes have a principled conversion (set n_channels to the source's)"
+    )

@@ -359,7 +359,8 @@ SPEC = FamilySpec(
     heads=(HFBertModel, HFBertForMaskedLM, HFBertForSequenceClassification, HFBertForTokenClassification),
     load=load,
     exports={
-        TextEncoder: "BertModel", MaskedLM: "BertForMaskedLM", SequenceClassifier: "BertForSequenceClassification",
+        TextEncoder: "BertModel", MaskedLM: "BertForMaskedLM",
+        (SequenceClassifier, TextEncoder): "BertForSequenceClassification",
         TokenClassifier: "BertForTokenClassification",
     },
 )  # fmt: skip

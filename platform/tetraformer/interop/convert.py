@@ -48,10 +48,14 @@ def import_checkpoint(
 ) -> dict[str, Any]:
     """A Tetraformer checkpoint dict (weights, config, tokenizer) from a Hugging Face model directory.
 
-    The tokenizer is `tokenizer_dir`'s when given, else `src_dir`'s; without one the checkpoint has none (logged).
+    The tokenizer is `tokenizer_dir`'s when given, else `src_dir`'s; without one the checkpoint has none (logged
+    for text models; an image model embeds no tokens and needs none).
     """
     core = load_hf(src_dir).core
-    tokenizer = load_tokenizer(tokenizer_dir) if tokenizer_dir else _source_tokenizer(src_dir)
+    if tokenizer_dir:
+        tokenizer = load_tokenizer(tokenizer_dir)
+    else:
+        tokenizer = _source_tokenizer(src_dir) if core.cfg.vocab_size else None
     if tokenizer is not None and len(tokenizer) > core.cfg.vocab_size:
         raise InteropError(
             f"{tokenizer_dir or src_dir}: the tokenizer has {len(tokenizer)} tokens but {src_dir} embeds only "

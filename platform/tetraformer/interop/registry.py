@@ -43,6 +43,8 @@ class HFModel(nn.Module):
 
 
 Loader = Callable[[type[HFModel], dict, dict[str, Tensor], str], HFModel]  # (class, config, weights, source)
+# what exports as an architecture: a core network type, or a task network type on one backbone type
+ExportKey = type[nn.Module] | tuple[type[nn.Module], type[nn.Module]]
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ class FamilySpec:
     config_to_hf: Callable[..., dict]  # (core config, original config.json, ...) -> config.json entries
     heads: tuple[type[HFModel], ...]  # one class per architecture, named by its `architecture`
     load: Loader
-    exports: dict[type[nn.Module], str] = field(default_factory=dict)  # core network type -> architecture
+    exports: dict[ExportKey, str] = field(default_factory=dict)  # network type (on backbone type) -> architecture
 
     def head(self, architecture: str) -> type[HFModel]:
         """The class of one of this family's architectures."""
@@ -83,12 +85,26 @@ def family_of(architecture: str, source: str) -> FamilySpec:
 
 
 def export_class(net: nn.Module) -> type[HFModel]:
-    """The HFModel class a core network is written as, or an error listing the exportable network types."""
-    for spec in FAMILIES.values():
-        if type(net) in spec.exports:
-            return spec.head(spec.exports[type(net)])
-    known = ", ".join(t.__name__ for spec in FAMILIES.values() for t in spec.exports)
-    raise InteropError(f"no Hugging Face export for a {type(net).__name__} network (exportable: {known})")
+    """The HFModel class a core network is written as, or an error listing the exportable network types.
+
+    A task network on a backbone (a classifier on a text or an image encoder) is looked up with its
+    backbone's type first, then alone.
+    """
+    backbone = getattr(net, "backbone", None)
+    keys: list[ExportKey] = [(type(net), type(backbone))] if isinstance(backbone, nn.Module) else []
+    for key in [*keys, type(net)]:
+        for spec in FAMILIES.values():
+            if key in spec.exports:
+                return spec.head(spec.exports[key])
+    known = ", ".join(export_name(key) for spec in FAMILIES.values() for key in spec.exports)
+    raise InteropError(
+        f"no Hugging Face export for a {export_name(keys[0] if keys else type(net))} network (exportable: {known})"
+    )
+
+
+def export_name(key: ExportKey) -> str:
+    """How a user reads an export key: `SequenceClassifier on ImageEncoder`, or the network type alone."""
+    return f"{key[0].__name__} on {key[1].__name__}" if isinstance(key, tuple) else key.__name__
 
 
 def load_hf(path: str | Path) -> HFModel:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from torch import Tensor
+from torch import Tensor, nn
 
-from tetraformer.core import ImageEncoder, SequenceClassifier, TransformerConfig
+from tetraformer.core import ClassificationHead, ImageEncoder, SequenceClassifier, TransformerConfig
 from tetraformer.interop.errors import InteropError
 from tetraformer.interop.heads import has_pooler, labels, num_labels, pooler_rules, tanh_pooler
 from tetraformer.interop.mapping import (
@@ -129,6 +129,23 @@ class HFViTForImageClassification(ViTBase):
         check_image_size(self.core.backbone.cfg, pixel_values, interpolate_pos_encoding)
         return ModelOutput(logits=self.core(pixel_values.to(self.core.head.classifier.weight.dtype)))
 
+    @classmethod
+    def from_network(
+        cls, net: nn.Module, hf_config: dict, tokenizer_dir: Path | None = None
+    ) -> HFViTForImageClassification:
+        """A SequenceClassifier on an ImageEncoder that reads [CLS] straight into its linear classifier."""
+        head = getattr(net, "head", None)
+        if not isinstance(getattr(net, "backbone", None), ImageEncoder) or not isinstance(head, ClassificationHead):
+            raise InteropError("only a classifier on an image encoder exports as ViTForImageClassification")
+        pooler = not isinstance(head.pooler, nn.Identity)
+        if head.pooling != "cls" or pooler:
+            raise InteropError(
+                "ViTForImageClassification classifies the final [CLS] state directly (transformers has no "
+                f"mean-pooling or pooler option for it); this classifier has pooling={head.pooling!r}, "
+                f"pooler={pooler} (train with --model.pooling cls to export it)"
+            )
+        return cls(net, {**hf_config, "num_labels": head.classifier.out_features}, tokenizer_dir)
+
     def head_rules(self, prefix: str) -> list[Rule]:
         """The classifier on [CLS]."""
         return weight_and_bias("core.head.classifier", "classifier")
@@ -231,6 +248,7 @@ def config_to_hf(cfg: TransformerConfig, original: dict) -> dict[str, Any]:
 
 SPEC = FamilySpec(
     name="ViT", config_from_hf=config_from_hf, config_to_hf=config_to_hf,
-    heads=(HFViTModel, HFViTForImageClassification), load=load, exports={ImageEncoder: "ViTModel"},
+    heads=(HFViTModel, HFViTForImageClassification), load=load,
+    exports={ImageEncoder: "ViTModel", (SequenceClassifier, ImageEncoder): "ViTForImageClassification"},
 )  # fmt: skip
 register(SPEC)

@@ -74,6 +74,7 @@ def _load_backbone(net: nn.Module, backbone: nn.Module, state: dict[str, torch.T
 
 def _load_exact(net: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
     """Copy matching tensors into `net`; a missing key or a shape mismatch is an error naming both."""
+    state = adapted_state(net, state, source)
     own = net.state_dict()
     missing = sorted(set(own) - set(state))
     if missing:
@@ -84,6 +85,26 @@ def _load_exact(net: nn.Module, state: dict[str, torch.Tensor], source: str) -> 
                 f"{source}: tensor '{key}' has shape {tuple(state[key].shape)}, model expects {tuple(tensor.shape)}"
             )
     net.load_state_dict({k: state[k] for k in own})
+
+
+def adapted_state(net: nn.Module, state: dict[str, torch.Tensor], source: str) -> dict[str, torch.Tensor]:
+    """The source's tensors after every module of `net` with an `adapt_source_state` hook fitted its own; logged.
+
+    A module that can take a source trained at another shape defines the hook (a ViT patch embedding resizes
+    its position grid to a new image size); `adapt_source_state(state, prefix)` edits the copy and says what.
+    """
+    state = dict(state)
+    for name, module in net.named_modules():
+        adapt = getattr(module, "adapt_source_state", None)
+        if not callable(adapt):
+            continue
+        try:
+            changes = adapt(state, f"{name}." if name else "")
+        except ValueError as err:
+            raise ValueError(f"{source}: {err}") from err
+        for change in changes:
+            log.info("%s: %s%s", source, f"{name}: " if name else "", change)
+    return state
 
 
 def source_tokenizer(source: str | Path) -> Any:
