@@ -1,4 +1,4 @@
-"""Commands beside the Lightning subcommands: `generate`, `tokenizer train` and `convert`."""
+"""Commands beside the Lightning subcommands: `generate`, `tokenizer train`, `convert` and `attention`."""
 
 from __future__ import annotations
 
@@ -106,21 +106,35 @@ def generation_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def load_generative_task(ckpt: str, tokenizer: str | None, device: str) -> Any:
     """A checkpoint's task, checked to generate text and to have a tokenizer (its own or `tokenizer`)."""
-    from tetraformer.data import load_tokenizer
     from tetraformer.errors import TetraformerError
-    from tetraformer.training.checkpoint import load_task_module
     from tetraformer.training.text_generation import GenerativeTask
 
-    task = load_task_module(ckpt, map_location=device)
+    task = load_task(ckpt, device, tokenizer)
     if not isinstance(task, GenerativeTask):
         raise TetraformerError(f"{ckpt}'s task ({type(task).__name__}) does not generate text")
+    require_tokenizer(task, ckpt)
+    return task
+
+
+def load_task(ckpt: str, device: str, tokenizer: str | None = None) -> Any:
+    """A checkpoint's task module in eval mode on `device`; `tokenizer` (a folder or tokenizer.json) replaces its own."""
+    from tetraformer.data import load_tokenizer
+    from tetraformer.training.checkpoint import load_task_module
+
+    task = load_task_module(ckpt, map_location=device)
     if tokenizer is not None:
         task.tokenizer = load_tokenizer(tokenizer)
+    return task
+
+
+def require_tokenizer(task: Any, ckpt: str) -> None:
+    """A text command needs the task's tokenizer: an error saying how to give one when the checkpoint has none."""
+    from tetraformer.errors import TetraformerError
+
     if task.tokenizer is None:
         raise TetraformerError(
             f"{ckpt} holds no tokenizer: pass --tokenizer DIR (a tokenizer.json or a Hugging Face tokenizer folder)"
         )
-    return task
 
 
 def read_prompts(path: Path) -> list[str]:
@@ -227,6 +241,13 @@ def task_for_architecture(architecture: str) -> str | None:
     return None
 
 
+def attention_command(argv: list[str]) -> None:
+    """`tetraformer attention ...`: attention maps of any checkpoint (tetraformer.attention_command)."""
+    from tetraformer.attention_command import draw_attention
+
+    draw_attention(argv)
+
+
 def _unescape(text: str) -> str:
     """Turn the \\n and \\t a shell passes literally into newline and tab."""
     return text.replace("\\n", "\n").replace("\\t", "\t")
@@ -247,4 +268,5 @@ COMMANDS: dict[str, Callable[[list[str]], None]] = {
     "generate": generate_command,
     "tokenizer": tokenizer_command,
     "convert": convert_command,
+    "attention": attention_command,
 }

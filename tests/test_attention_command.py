@@ -1,0 +1,185 @@
+"""`tetraformer attention`: a valid PNG for a tiny trained checkpoint of each family, and one-line errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from tests.tasks.language_modeling import conftest as lm
+from tests.tasks.masked_lm import conftest as mlm
+from tests.tasks.seq2seq import conftest as s2s
+from tests.tasks.text_classification import conftest as tc
+from tests.tasks.token_classification import conftest as ner
+from tests.training.image_task import train_image_task
+from tetraformer.cli import main
+
+
+def text_classification(root: Path, backbone: str) -> dict[str, Any]:
+    """A keyword classifier config on an encoder or decoder backbone."""
+    train = tc.write_csv(root / "train.csv", tc.labelled_rows(60, 0))
+    val = tc.write_csv(root / "val.csv", tc.labelled_rows(20, 1))
+    return tc.tiny_config(root / "run", model={"backbone": backbone}, train_path=str(train), val_path=str(val))
+
+
+def token_classification(root: Path) -> dict[str, Any]:
+    """A tagger config on the names-and-cities fixture."""
+    train = ner.write_conll(root / "train.conll", ner.tagged_sentences(60, 0))
+    val = ner.write_conll(root / "val.conll", ner.tagged_sentences(20, 1))
+    return ner.tiny_config(root / "run", train_path=str(train), val_path=str(val))
+
+
+def masked_lm(root: Path) -> dict[str, Any]:
+    """A tiny BERT config on the topic corpus."""
+    corpus = root / "corpus.txt"
+    corpus.write_text(mlm.topic_corpus(60), encoding="utf-8")
+    return mlm.tiny_config(root / "run", train_path=str(corpus))
+
+
+def language_model(root: Path) -> dict[str, Any]:
+    """A char-level GPT config on the line corpus."""
+    corpus = root / "corpus.txt"
+    corpus.write_text(lm.TEXT * 12, encoding="utf-8")
+    return lm.tiny_config(root / "run", train_path=str(corpus), documents="line")
+
+
+def seq2seq(root: Path) -> dict[str, Any]:
+    """A char-level T5 config on reversal pairs."""
+    pairs = s2s.write_jsonl(root / "pairs.jsonl", s2s.reversal_pairs(100))
+    return s2s.tiny_config(root / "run", train_path=str(pairs))
+
+
+TEXT_FAMILIES: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "classifier_encoder": lambda root: text_classification(root, "encoder"),
+    "classifier_decoder": lambda root: text_classification(root, "decoder"),
+    "token_classifier": token_classification,
+    "masked_lm": masked_lm,
+    "language_model": language_model,
+    "seq2seq": seq2seq,
+}
+TEXTS = {"language_model": "First Citizen", "seq2seq": "abcd"}
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """Factory: the last.ckpt of a 3-step run of one family, trained once per module."""
+    trained: dict[str, Path] = {}
+
+    def make(family: str) -> Path:
+        if family not in trained:
+            root = tmp_path_factory.mktemp(family)
+            if family == "image":
+                trained[family] = train_image_task(root, steps=2)
+            else:
+                config = root / "fit.yaml"
+                config.write_text(yaml.safe_dump(TEXT_FAMILIES[family](root)))
+                main(["fit", "-c", str(config), "--trainer.max_steps", "3"])
+                trained[family] = root / "run" / "checkpoints" / "last.ckpt"
+        return trained[family]
+
+    return make
+
+
+@pytest.fixture
+def image_file(tmp_path: Path) -> Path:
+    """A 20x20 RGB PNG (the command converts and resizes it as the task does)."""
+    path = tmp_path / "picture.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (20, 20, 3), dtype=np.uint8)).save(path)
+    return path
+
+
+def assert_png(path: Path) -> tuple[int, int]:
+    """The file is a PNG PIL can decode, of non-zero size; returns (width, height)."""
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        image.load()
+        assert min(image.size) > 0
+        return image.size
+
+
+def attention(*args: str) -> None:
+    """Run `tetraformer attention ARGS` in-process."""
+    main(["attention", *args])
+
+
+@pytest.mark.parametrize("family", list(TEXT_FAMILIES))
+def test_text_checkpoints_draw_token_maps(family: str, checkpoint: Callable[[str], Path], tmp_path: Path) -> None:
+    out = tmp_path / "map.png"
+    attention("--ckpt", str(checkpoint(family)), "--text", TEXTS.get(family, "the team won a match"),
+              "--output", str(out))  # fmt: skip
+    assert_png(out)
+
+
+def test_seq2seq_cross_attention_over_the_greedy_output_and_a_given_target(
+    checkpoint: Callable[[str], Path], tmp_path: Path
+) -> None:
+    ckpt = str(checkpoint("seq2seq"))
+    attention("--ckpt", ckpt, "--text", "abcd", "--kind", "cross", "--output", str(tmp_path / "cross.png"))
+    assert_png(tmp_path / "cross.png")
+    attention("--ckpt", ckpt, "--text", "abcd", "--kind", "decoder", "--target", "dcba", "--layer", "0",
+              "--heads", "1,3", "--output", str(tmp_path / "decoder.png"))  # fmt: skip
+    assert_png(tmp_path / "decoder.png")
+
+
+def test_text_file_and_max_tokens(checkpoint: Callable[[str], Path], tmp_path: Path) -> None:
+    text = tmp_path / "text.txt"
+    text.write_text("today we read the news about a match and the team and the score\n", encoding="utf-8")
+    ckpt = str(checkpoint("classifier_encoder"))
+    attention("--ckpt", ckpt, "--text-file", str(text), "--output", str(tmp_path / "all.png"))
+    attention("--ckpt", ckpt, "--text-file", str(text), "--max-tokens", "5", "--output", str(tmp_path / "cut.png"))
+    assert assert_png(tmp_path / "cut.png")[1] < assert_png(tmp_path / "all.png")[1]
+
+
+def test_image_checkpoint_draws_heads_and_rollout(
+    checkpoint: Callable[[str], Path], image_file: Path, tmp_path: Path
+) -> None:
+    ckpt = str(checkpoint("image"))
+    attention("--ckpt", ckpt, "--image", str(image_file), "--output", str(tmp_path / "all.png"))
+    attention("--ckpt", ckpt, "--image", str(image_file), "--heads", "1", "--output", str(tmp_path / "one.png"))
+    assert assert_png(tmp_path / "one.png")[0] < assert_png(tmp_path / "all.png")[0]
+
+
+ERRORS = [
+    ("classifier_encoder", ["--image", "{image}"], "is a text checkpoint (TextClassification): pass --text"),
+    ("image", ["--text", "hello"], "is an image checkpoint (TinyImageTask): pass --image PATH"),
+    ("classifier_encoder", ["--text", "hello", "--layer", "2"], "--layer 2 is out of range: the model has 2 layers"),
+    ("image", ["--image", "{image}", "--layer", "-3"], "--layer -3 is out of range: the encoder has 2 layers"),
+    ("classifier_encoder", ["--text", "hello", "--kind", "cross"], "--kind cross needs an encoder-decoder checkpoint"),
+    ("classifier_encoder", ["--text", "hello", "--heads", "0,2"], "--heads 0,2: the model has heads 0..1"),
+    ("seq2seq", ["--text", "abc", "--layer", "5", "--kind", "cross"], "the decoder has 2 layers"),
+    ("image", ["--image", "{missing}"], "--image {missing}: file not found"),
+    ("classifier_encoder", ["--text-file", "{missing}"], "--text-file {missing}: file not found"),
+]
+
+
+@pytest.mark.parametrize(("family", "args", "message"), ERRORS)
+def test_errors_are_one_line(
+    family: str,
+    args: list[str],
+    message: str,
+    checkpoint: Callable[[str], Path],
+    image_file: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    paths = {"image": str(image_file), "missing": str(tmp_path / "missing.png")}
+    args = [a.format(**paths) for a in args]
+    with pytest.raises(SystemExit) as exit_info:
+        attention("--ckpt", str(checkpoint(family)), *args, "--output", str(tmp_path / "out.png"))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err
+    assert message.format(**paths) in err
+    assert not (tmp_path / "out.png").exists()
+
+
+def test_a_missing_checkpoint_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        attention("--ckpt", str(tmp_path / "none.ckpt"), "--text", "hello")
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == f"error: checkpoint not found: {tmp_path / 'none.ckpt'}"
