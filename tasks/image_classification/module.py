@@ -6,15 +6,16 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from lightning.pytorch.callbacks import Callback
 from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from tasks.image_classification.images import Normalization, decode_image
 from tasks.image_classification.model import ImagePooling, build_image_classifier
-from tetraformer.config_errors import ConfigError
-from tetraformer.core import SequenceClassifier, TransformerConfig
+from tetraformer.core import TransformerConfig
 from tetraformer.data import LabelVocabulary
+from tetraformer.training.attention_callback import AttentionRolloutImages
 from tetraformer.training.labelled import LabelledTask
 from tetraformer.training.module import TaskModule
 
@@ -28,20 +29,18 @@ class ImageClassification(LabelledTask, TaskModule):
 
     Cross-entropy on class ids, or on soft targets when the data mixes images (mixup / cutmix). The label
     vocabulary, image size, channels and normalisation travel in the checkpoint, so `predict`, `test` and
-    `image_inputs` need only it. The TaskModule options (arch, optim, init_from, label_smoothing) pass through `**kwargs`.
+    `image_inputs` need only it. At each validation, `attention_images` fixed validation images get their
+    attention-rollout maps drawn (RUN_DIR/attention, W&B; 0: none). The TaskModule options (arch, optim, init_from, label_smoothing) pass through `**kwargs`.
     """
 
-    def __init__(self, pooling: ImagePooling = "cls", top_k: int = 5, **kwargs: Any) -> None:
+    def __init__(
+        self, pooling: ImagePooling = "cls", top_k: int = 5, attention_images: int = 4, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.save_hyperparameters()
-        self.pooling, self.top_k = pooling, top_k
+        self.pooling, self.top_k, self.attention_images = pooling, top_k, attention_images
         self.vocabulary: LabelVocabulary | None = None
         self.normalization: Normalization | None = None
-
-    @property
-    def network(self) -> SequenceClassifier:
-        """The classifier: `SequenceClassifier(ImageEncoder(cfg), ...)`."""
-        return self.net
 
     # --- network -------------------------------------------------------------------------------------
     def configure_model(self) -> None:
@@ -65,19 +64,14 @@ class ImageClassification(LabelledTask, TaskModule):
     def adapt_pretrained(
         self, cfg: TransformerConfig, state: dict[str, Tensor], datamodule: Any
     ) -> tuple[TransformerConfig, dict[str, Tensor]]:
-        """A source's positions resized to the data's image size; its head dropped when the classes differ."""
-        if cfg.n_channels != datamodule.channels:
-            raise ConfigError(f"{self.init_from} reads {cfg.n_channels}-channel images: set --data.channels "
-                              f"{cfg.n_channels}")  # fmt: skip
-        if cfg.image_size != datamodule.image_size:
-            from tetraformer.interop.vit import resize_positions
-
-            target = cfg.replace(image_size=datamodule.image_size)
-            state, cfg = resize_positions(state, cfg, target), target
-        head = {k: v for k, v in state.items() if k.startswith(HEAD_PREFIX)}
+        """The source at the data's image size and channels (loading resizes its positions and converts its patch
+        projection); its head dropped, to start fresh, when it has other classes than the data."""
+        cfg = cfg.replace(image_size=datamodule.image_size, n_channels=datamodule.channels, vocab_size=0)
         classes = len(self.vocabulary)
-        if head and head.get(f"{HEAD_PREFIX}classifier.weight", Tensor()).shape[:1] != (classes,):
-            log.info("%s: its head has other classes than the data's %d; the head starts fresh", self.init_from, classes)
+        head = state.get(f"{HEAD_PREFIX}classifier.weight")  # (K, D) of a source classifier
+        if head is not None and head.shape[0] != classes:
+            log.info("%s: its head has %d classes, the data %d; the head starts fresh", self.init_from, head.shape[0],
+                     classes)  # fmt: skip
             state = {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)}
         return cfg, state
 
@@ -109,6 +103,10 @@ class ImageClassification(LabelledTask, TaskModule):
         cfg = self.net.cfg
         display = decode_image(path, cfg.n_channels, cfg.image_size)  # (C, S, S)
         return display, self.normalization(display[None]).to(self.device)
+
+    def configure_callbacks(self) -> list[Callback]:
+        """Attention-rollout pictures of `attention_images` validation images at each validation (0: none)."""
+        return [AttentionRolloutImages(self.attention_images)] if self.attention_images > 0 else []
 
     # --- steps ---------------------------------------------------------------------------------------
     def forward_batch(self, batch: dict[str, Any]) -> Tensor:

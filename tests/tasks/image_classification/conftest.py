@@ -80,7 +80,7 @@ def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
                 "arch": {"d_model": 32, "n_heads": 2, "n_layers": 2, "d_ff": 64, "image_size": SIZE, "patch_size": 4,
                          "dropout": 0.0},
                 "optim": {"lr": 5e-3, "warmup_steps": 10, "schedule": "constant", "weight_decay": 0.0},
-                **(model or {}),
+                "attention_images": 0, **(model or {}),
             },
         },
         "data": {

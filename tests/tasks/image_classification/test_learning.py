@@ -21,7 +21,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     data = {name: write_folder(tmp / "data" / name, n, seed) for name, n, seed in
             (("train", 160, 0), ("val", 40, 1), ("test", 40, 2))}  # fmt: skip
     config = tmp / "fit.yaml"
-    config.write_text(yaml.safe_dump(tiny_config(tmp / "run", train_path=str(data["train"]), val_path=str(data["val"]))))
+    options = tiny_config(tmp / "run", {"attention_images": 2}, train_path=str(data["train"]), val_path=str(data["val"]))
+    config.write_text(yaml.safe_dump(options))
     main(["fit", "-c", str(config)])
     return {"run": tmp / "run", "tmp": tmp, **data}
 
@@ -31,6 +32,7 @@ def test_tiny_vit_learns_quadrants(trained: dict[str, Path]) -> None:
     metrics = last_metrics(trained["run"])
     assert metrics["val/acc"] >= 0.85 and metrics["val/f1_macro"] >= 0.8
     assert "val/top5_acc" not in metrics
+    assert len(list((trained["run"] / "attention").glob("*.png"))) == 8  # rollout maps at each validation
 
 
 def test_test_from_checkpoint_alone_writes_reports(trained: dict[str, Path]) -> None:
@@ -65,5 +67,4 @@ def test_image_inputs_from_checkpoint(trained: dict[str, Path]) -> None:
     image = next((trained["test"] / "top_left").glob("*.png"))
     display, pixels = module.image_inputs(image)
     assert display.shape == (1, 16, 16) and pixels.shape == (1, 1, 16, 16)
-    assert module.network is module.net
     assert module.vocabulary.names[int(module.net(pixels).argmax())] == "top_left"

@@ -9,7 +9,14 @@ import pytest
 import torch
 
 from tasks.image_classification.sources import ImageSet, Reading, read_source
-from tests.tasks.image_classification.conftest import QUADRANTS, SIZE, quadrant_images, write_folder, write_npz, write_table
+from tests.tasks.image_classification.conftest import (
+    QUADRANTS,
+    SIZE,
+    quadrant_images,
+    write_folder,
+    write_npz,
+    write_table,
+)
 from tetraformer.data import LabelVocabulary
 
 
