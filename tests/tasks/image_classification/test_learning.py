@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from PIL import Image
 
 from tests.tasks.image_classification.conftest import QUADRANTS, last_metrics, tiny_config, write_folder
 from tetraformer.cli import main
@@ -68,3 +69,13 @@ def test_image_inputs_from_checkpoint(trained: dict[str, Path]) -> None:
     display, pixels = module.image_inputs(image)
     assert display.shape == (1, 16, 16) and pixels.shape == (1, 1, 16, 16)
     assert module.vocabulary.names[int(module.net(pixels).argmax())] == "top_left"
+
+
+def test_attention_command_draws_an_image_of_the_checkpoint(trained: dict[str, Path]) -> None:
+    """`tetraformer attention --image` on this task's checkpoint writes a PNG (through `image_inputs`)."""
+    out = trained["tmp"] / "attention.png"
+    image = next((trained["test"] / "bottom_right").glob("*.png"))
+    main(["attention", "--ckpt", str(trained["run"] / "checkpoints" / "last.ckpt"), "--image", str(image), "--output",
+          str(out)])  # fmt: skip
+    with Image.open(out) as picture:
+        assert picture.format == "PNG" and picture.width > 100
