@@ -1,5 +1,5 @@
 """Training augmentation on whole batches of image tensors: random crop with padding, horizontal flip,
-RandomResizedCrop, and mixup / cutmix with soft targets. Validation, test and predict batches are never touched."""
+RandomResizedCrop, and mixup / cutmix with soft targets. Validation, test and predict batches stay as read."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ class Augmentation:
     hflip: bool = False  # mirror half the images left-right (off: digits and letters are not symmetric)
     resized_crop_scale: float = 0.0  # > 0: RandomResizedCrop of at least this share of the area (e.g. 0.35)
     mixup_alpha: float = 0.0  # > 0: mix pairs of images with Beta(alpha, alpha) weights
-    cutmix_alpha: float = 0.0  # > 0: paste a box of another image, weight = its area; one of the two per batch
+    cutmix_alpha: float = (
+        0.0  # > 0: paste a box of another image, weight = its area; one of the two per batch
+    )
 
     @property
     def mixes(self) -> bool:
@@ -47,7 +49,7 @@ class Augmentation:
 
 
 def random_crop(pixels: Tensor, padding: int) -> Tensor:
-    """Zero-pad each (B, C, H, W) image by `padding`, then cut an H x W window at a random offset per image."""
+    """Zero-pad each (B, C, H, W) image by `padding`, then cut an H x W window at a random offset each."""
     b, _, h, w = pixels.shape
     padded = F.pad(pixels, (padding, padding, padding, padding))  # (B, C, H + 2p, W + 2p)
     dy = torch.randint(0, 2 * padding + 1, (b,))
@@ -64,7 +66,9 @@ def random_hflip(pixels: Tensor) -> Tensor:
     return torch.where(flip[:, None, None, None], pixels.flip(-1), pixels)
 
 
-def random_resized_crop(pixels: Tensor, min_scale: float, ratio: tuple[float, float] = (3 / 4, 4 / 3)) -> Tensor:
+def random_resized_crop(
+    pixels: Tensor, min_scale: float, ratio: tuple[float, float] = (3 / 4, 4 / 3)
+) -> Tensor:
     """A random box per image (area share in [min_scale, 1], aspect in `ratio`) resized back to H x W."""
     b = pixels.shape[0]
     area = torch.empty(b).uniform_(min_scale, 1.0)
@@ -81,7 +85,7 @@ def random_resized_crop(pixels: Tensor, min_scale: float, ratio: tuple[float, fl
 
 
 def mixup(pixels: Tensor, targets: Tensor, alpha: float) -> tuple[Tensor, Tensor]:
-    """Each image and target mixed with the batch's reversed order, one Beta(alpha, alpha) weight per batch."""
+    """Each image and target mixed with the reversed batch's, by one Beta(alpha, alpha) weight per batch."""
     lam = float(torch.distributions.Beta(alpha, alpha).sample())
     mixed = lam * pixels.float() + (1 - lam) * pixels.flip(0).float()  # (B, C, H, W)
     return mixed, lam * targets + (1 - lam) * targets.flip(0)

@@ -1,4 +1,4 @@
-"""LightningDataModule for image classification: decoded uint8 image splits, labels, normalisation, augmentation."""
+"""LightningDataModule for image classification: decoded uint8 splits, labels, normalisation, augmentation."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tetraformer.data import LabelVocabulary
 from tetraformer.training.datamodule import TaskDataModule
 
 log = logging.getLogger(__name__)
+SourceFormat = Literal["folder", "csv", "tsv", "json", "jsonl", "npz"]
 
 
 class ImageClassificationData(TaskDataModule):
@@ -24,14 +25,14 @@ class ImageClassificationData(TaskDataModule):
 
     Images are converted to `channels` (1 or 3) and resized to `image_size` (None: the model's
     `arch.image_size`), decoded once per split into a cached uint8 tensor. The label vocabulary comes from the
-    training split (sorted) or `labels`; mean/std per channel from the training split or `mean`/`std`. Training
-    batches get the augmentation options; nothing else does. The TaskDataModule options (paths, batch_size,
-    num_workers, val_fraction, seed) pass through `**kwargs`.
+    training split (sorted) or `labels`; mean/std per channel from the training split or `mean`/`std`.
+    Training batches get the augmentation options; nothing else does. The TaskDataModule options (paths,
+    batch_size, num_workers, val_fraction, seed) pass through `**kwargs`.
     """
 
     def __init__(
         self,
-        format: Literal["folder", "csv", "tsv", "json", "jsonl", "npz"] | None = None,  # noqa: A002 - None: from the path
+        format: SourceFormat | None = None,  # noqa: A002 - None: from the path
         path_field: str = "path",
         label_field: str = "label",
         channels: Literal[1, 3] = 3,
@@ -74,8 +75,16 @@ class ImageClassificationData(TaskDataModule):
     def reading(self) -> Reading:
         """How this data's sources are decoded."""
         cache_dir = Path(self.cache_dir) if self.cache_dir else None
-        return Reading(self.channels, self.image_size, cache_dir, self.cache, self.skip_bad_images, self.path_field,
-                       self.label_field, self.format)  # fmt: skip
+        return Reading(
+            self.channels,
+            self.image_size,
+            cache_dir,
+            self.cache,
+            self.skip_bad_images,
+            self.path_field,
+            self.label_field,
+            self.format,
+        )
 
     # --- splits ------------------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -103,7 +112,9 @@ class ImageClassificationData(TaskDataModule):
         """`--data.mean` / `--data.std` (one value per channel), else computed on the training images."""
         if self.given_mean or self.given_std:
             if len(self.given_mean or []) != self.channels or len(self.given_std or []) != self.channels:
-                raise ConfigError(f"--data.mean and --data.std need {self.channels} value(s) each, one per channel")
+                raise ConfigError(
+                    f"--data.mean and --data.std need {self.channels} value(s) each, one per channel"
+                )
             return Normalization(list(self.given_mean), list(self.given_std))
         normalization = Normalization.of(self.datasets["train"].images)
         log.info("training images: mean %s, std %s per channel", normalization.mean, normalization.std)
@@ -120,7 +131,7 @@ class ImageClassificationData(TaskDataModule):
         self.normalization = normalization
 
     def sample_images(self, split: str, n: int) -> tuple[Tensor, Tensor]:
-        """The first n images of a split: (display (n, C, S, S) uint8, pixel_values (n, C, S, S) as validated)."""
+        """The first n images of a split: (display (n, C, S, S) uint8, pixel_values (n, C, S, S) float)."""
         display = self.datasets[split].images[:n]
         return display, self.normalization(display)
 
@@ -136,6 +147,12 @@ class ImageClassificationData(TaskDataModule):
 
     def train_dataloader(self) -> DataLoader:
         """Shuffled, augmented training batches (the last, smaller one dropped when mixing pairs images)."""
-        return DataLoader(self.datasets["train"], batch_size=self.batch_size, shuffle=True, num_workers=self.num_workers,
-                          collate_fn=self.train_collate, persistent_workers=self.num_workers > 0,
-                          drop_last=self.augmentation.mixes and len(self.datasets["train"]) > self.batch_size)  # fmt: skip
+        return DataLoader(
+            self.datasets["train"],
+            batch_size=self.batch_size,
+            shuffle=True,
+            num_workers=self.num_workers,
+            collate_fn=self.train_collate,
+            persistent_workers=self.num_workers > 0,
+            drop_last=self.augmentation.mixes and len(self.datasets["train"]) > self.batch_size,
+        )

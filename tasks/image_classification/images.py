@@ -1,6 +1,6 @@
-"""Images as uint8 tensors: Pillow decoding with channel conversion and resizing, arrays, and a decoded-image cache.
+"""Images as uint8 tensors: Pillow decoding, channel conversion, resizing, arrays, and a decoded-image cache.
 
-Every image becomes a (C, S, S) uint8 tensor with C = `channels` (1 or 3) and S the model's image size. A split's
+Every image becomes a (C, S, S) uint8 tensor, C = `channels` (1 or 3) and S the model's image size. A split's
 decoded images are cached as one tensor file keyed by the files' paths, sizes and modification times (and the
 channels and size), so later epochs and later runs never decode again; a changed file changes the key.
 """
@@ -24,6 +24,23 @@ from tetraformer.data import DataError
 log = logging.getLogger(__name__)
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
 CACHE_VERSION = 1  # bump when decoding changes, so older cache files are not reused
+WIDE_GRAY_MODES = ("I;16", "I;16B", "I;16L", "I", "F")  # 16/32-bit gray: scaled to 0..255
+CONVERTIBLE_MODES = (
+    "1",
+    "L",
+    "LA",
+    "P",
+    "PA",
+    "RGB",
+    "RGBA",
+    "RGBX",
+    "CMYK",
+    "YCbCr",
+    "LAB",
+    "HSV",
+    "La",
+    "RGBa",
+)
 GRAY_WEIGHTS = (0.299, 0.587, 0.114)  # ITU-R 601-2 luma, as Pillow's RGB -> L
 Where = tuple[str, int | None]  # (file, line) an error names: the image itself, or the CSV row naming it
 
@@ -49,12 +66,12 @@ def decode_image(path: str | Path, channels: int, size: int) -> Tensor:
 
 def _pixels(image: Image.Image, channels: int) -> np.ndarray:
     """(H, W, channels) uint8 from any Pillow mode: palette, alpha, 16-bit and float images included."""
-    if image.mode in ("I;16", "I;16B", "I;16L", "I", "F"):  # wide gray: scale the range to 0..255
+    if image.mode in WIDE_GRAY_MODES:
         wide = np.asarray(image, dtype=np.float64)
         top = 65535.0 if image.mode.startswith("I;16") else max(float(wide.max()), 1.0)
         gray = np.clip(wide / top * 255.0 + 0.5, 0, 255).astype(np.uint8)[..., None]
         return np.repeat(gray, channels, axis=2)
-    if image.mode in ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr", "LAB", "HSV", "La", "RGBa"):
+    if image.mode in CONVERTIBLE_MODES:
         return np.asarray(image.convert("L" if channels == 1 else "RGB"), dtype=np.uint8).reshape(
             image.height, image.width, channels
         )
@@ -68,10 +85,13 @@ def _reason(err: BaseException, path: str | Path) -> str:
 
 
 def resize(images: Tensor, size: int) -> Tensor:
-    """(N, C, H, W) uint8 -> (N, C, size, size) uint8 (antialiased bilinear; unchanged when already that size)."""
+    """(N, C, H, W) uint8 -> (N, C, size, size) uint8 (antialiased bilinear; unchanged when already that
+    size)."""
     if images.shape[-2:] == (size, size):
         return images.contiguous()
-    out = F.interpolate(images.float(), size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+    out = F.interpolate(
+        images.float(), size=(size, size), mode="bilinear", antialias=True, align_corners=False
+    )
     return out.round().clamp(0, 255).to(torch.uint8)
 
 
@@ -79,7 +99,9 @@ def convert_channels(images: Tensor, channels: int, source: str) -> Tensor:
     """(N, C, H, W) uint8 with C of 1 (gray), 2 (gray + alpha), 3 (RGB) or 4 (RGBA) -> `channels` channels."""
     c = images.shape[1]
     if c not in (1, 2, 3, 4):
-        raise DataError(f"images have {c} channels; cannot convert them to {channels} (expected 1, 2, 3 or 4)", source)
+        raise DataError(
+            f"images have {c} channels; cannot convert them to {channels} (expected 1, 2, 3 or 4)", source
+        )
     colour = images[:, : 1 if c < 3 else 3]  # alpha dropped
     if channels == colour.shape[1]:
         return colour.contiguous()
@@ -90,7 +112,8 @@ def convert_channels(images: Tensor, channels: int, source: str) -> Tensor:
 
 
 def array_images(x: np.ndarray, channels: int, size: int, source: str) -> Tensor:
-    """An array of images (N, H, W), (N, H, W, C) or (N, C, H, W), uint8 or float (0..1 or 0..255) -> uint8."""
+    """An array of images (N, H, W), (N, H, W, C) or (N, C, H, W), uint8 or float (0..1 or 0..255) ->
+    uint8."""
     if x.ndim == 3:
         x = x[:, None]
     elif x.ndim == 4 and not (x.shape[1] in (1, 2, 3, 4) and x.shape[-1] not in (1, 2, 3, 4)):
@@ -105,7 +128,7 @@ def array_images(x: np.ndarray, channels: int, size: int, source: str) -> Tensor
     return resize(convert_channels(torch.from_numpy(np.ascontiguousarray(x)), channels, source), size)
 
 
-# --- decoding many files, through the cache --------------------------------------------------------------------
+# --- decoding many files, through the cache -----------------------------------------------------------------
 def cache_key(paths: Sequence[str], channels: int, size: int) -> str:
     """A hash of the files (path, byte size, modification time) and the decoding settings."""
     digest = hashlib.sha256(f"v{CACHE_VERSION} c{channels} s{size}\n".encode())
@@ -123,7 +146,8 @@ def decode_images(
     cache_dir: Path | None,
     skip_bad: bool = False,
 ) -> Decoded:
-    """Decode every file (or load the cached tensor of an earlier decode); a bad file is a DataError at `where`.
+    """Decode every file (or load the cached tensor of an earlier decode); a bad file is a DataError at
+    `where`.
 
     With `skip_bad`, bad files are left out (kept says which stayed), counted and reported in one log line.
     """
@@ -138,7 +162,9 @@ def decode_images(
     return decoded
 
 
-def _decode_all(paths: Sequence[str], where: Sequence[Where], channels: int, size: int, skip_bad: bool) -> Decoded:
+def _decode_all(
+    paths: Sequence[str], where: Sequence[Where], channels: int, size: int, skip_bad: bool
+) -> Decoded:
     """Decode each file into one preallocated (N, C, S, S) tensor."""
     images = torch.empty(len(paths), channels, size, size, dtype=torch.uint8)
     kept: list[int] = []
@@ -147,15 +173,21 @@ def _decode_all(paths: Sequence[str], where: Sequence[Where], channels: int, siz
         try:
             images[len(kept)] = decode_image(path, channels, size)
         except DataError as err:
-            located = err if line is None else DataError(f"{path}: {err.message}", file, line)  # a CSV row named it
+            located = (
+                err if line is None else DataError(f"{path}: {err.message}", file, line)
+            )  # a CSV row named it
             if not skip_bad:
                 raise located from None
             bad.append(str(located))
             continue
         kept.append(i)
     if bad:
-        log.warning("skipped %d of %d images that could not be read (--data.skip_bad_images); first: %s",
-                    len(bad), len(paths), bad[0])  # fmt: skip
+        log.warning(
+            "skipped %d of %d images that could not be read (--data.skip_bad_images); first: %s",
+            len(bad),
+            len(paths),
+            bad[0],
+        )
     return Decoded(images[: len(kept)].clone() if bad else images, kept)
 
 
@@ -171,7 +203,7 @@ def _write_cache(cache: Path, decoded: Decoded) -> None:
         log.warning("cannot write the image cache %s (%s); images will be decoded again next run", cache, err)
 
 
-# --- normalisation -----------------------------------------------------------------------------------------------
+# --- normalisation ------------------------------------------------------------------------------------------
 @dataclass
 class Normalization:
     """Per-channel mean and std of pixel values in 0..1: the model sees (pixels / 255 - mean) / std."""

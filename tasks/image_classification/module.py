@@ -1,4 +1,5 @@
-"""LightningModule for image classification: a ViT classifier, top-1/top-5 accuracy and macro-F1, predictions."""
+"""LightningModule for image classification: a ViT classifier, top-1/top-5 accuracy and macro-F1,
+predictions."""
 
 from __future__ import annotations
 
@@ -25,12 +26,13 @@ HEAD_PREFIX = "head."
 
 
 class ImageClassification(LabelledTask, TaskModule):
-    """A ViT (patch embedding, [CLS], pre-norm encoder) with a classification head, trained on labelled images.
+    """A ViT (patch embedding, [CLS], pre-norm encoder) and a classification head, trained on labelled images.
 
     Cross-entropy on class ids, or on soft targets when the data mixes images (mixup / cutmix). The label
     vocabulary, image size, channels and normalisation travel in the checkpoint, so `predict`, `test` and
     `image_inputs` need only it. At each validation, `attention_images` fixed validation images get their
-    attention-rollout maps drawn (RUN_DIR/attention, W&B; 0: none). The TaskModule options (arch, optim, init_from, label_smoothing) pass through `**kwargs`.
+    attention-rollout maps drawn (RUN_DIR/attention, W&B; 0: none). The TaskModule options (arch, optim,
+    init_from, label_smoothing) pass through `**kwargs`.
     """
 
     def __init__(
@@ -44,7 +46,7 @@ class ImageClassification(LabelledTask, TaskModule):
 
     # --- network -------------------------------------------------------------------------------------
     def configure_model(self) -> None:
-        """Take the data's labels and normalisation, then build; without them (a checkpoint) the checkpoint builds."""
+        """Take the data's labels and normalisation, then build; without them a checkpoint builds it."""
         if self.net is None and self._trainer is not None:
             datamodule = self.trainer.datamodule
             self.vocabulary = self.vocabulary or getattr(datamodule, "vocabulary", None)
@@ -55,7 +57,9 @@ class ImageClassification(LabelledTask, TaskModule):
 
     def network_config(self, datamodule: Any) -> TransformerConfig:
         """The architecture at the data's image size and channels, with no token vocabulary."""
-        return self.arch.replace(image_size=datamodule.image_size, n_channels=datamodule.channels, vocab_size=0)
+        return self.arch.replace(
+            image_size=datamodule.image_size, n_channels=datamodule.channels, vocab_size=0
+        )
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
         """A ViT classifier with one output per label."""
@@ -64,14 +68,18 @@ class ImageClassification(LabelledTask, TaskModule):
     def adapt_pretrained(
         self, cfg: TransformerConfig, state: dict[str, Tensor], datamodule: Any
     ) -> tuple[TransformerConfig, dict[str, Tensor]]:
-        """The source at the data's image size and channels (loading resizes its positions and converts its patch
-        projection); its head dropped, to start fresh, when it has other classes than the data."""
+        """The source at the data's image size and channels (loading resizes its positions and converts its
+        patch projection); its head dropped, to start fresh, when it has other classes than the data."""
         cfg = cfg.replace(image_size=datamodule.image_size, n_channels=datamodule.channels, vocab_size=0)
         classes = len(self.vocabulary)
         head = state.get(f"{HEAD_PREFIX}classifier.weight")  # (K, D) of a source classifier
         if head is not None and head.shape[0] != classes:
-            log.info("%s: its head has %d classes, the data %d; the head starts fresh", self.init_from, head.shape[0],
-                     classes)  # fmt: skip
+            log.info(
+                "%s: its head has %d classes, the data %d; the head starts fresh",
+                self.init_from,
+                head.shape[0],
+                classes,
+            )
             state = {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)}
         return cfg, state
 
@@ -99,7 +107,8 @@ class ImageClassification(LabelledTask, TaskModule):
         self.trainer.datamodule.use_normalization(self.normalization)
 
     def image_inputs(self, path: str | Path) -> tuple[Tensor, Tensor]:
-        """One image file as this model reads it: (display (C, S, S) uint8, pixel_values (1, C, S, S) float)."""
+        """One image file as this model reads it: (display (C, S, S) uint8, pixel_values (1, C, S, S)
+        float)."""
         cfg = self.net.cfg
         display = decode_image(path, cfg.n_channels, cfg.image_size)  # (C, S, S)
         return display, self.normalization(display[None]).to(self.device)
@@ -114,7 +123,8 @@ class ImageClassification(LabelledTask, TaskModule):
         return self.net(self.normalization(batch["pixels"]))
 
     def compute(self, batch: dict[str, Any], stage: str) -> dict[str, Tensor]:
-        """Cross-entropy on class ids or mixed (B, K) targets; metrics see the logits and the dominant class."""
+        """Cross-entropy on class ids or mixed (B, K) targets; metrics see the logits and the dominant
+        class."""
         logits = self.forward_batch(batch).float()  # (B, K)
         targets = batch["labels"]  # (B,) class ids, or (B, K) probabilities when mixed
         smoothing = self.label_smoothing if self.training else 0.0
@@ -125,8 +135,10 @@ class ImageClassification(LabelledTask, TaskModule):
     def make_metrics(self) -> dict[str, Metric]:
         """Top-1 accuracy, macro-F1, and top-5 accuracy when there are more than 5 classes."""
         n = len(self.vocabulary)
-        metrics: dict[str, Metric] = {"acc": MulticlassAccuracy(n, average="micro"),
-                                      "f1_macro": MulticlassF1Score(n, average="macro")}  # fmt: skip
+        metrics: dict[str, Metric] = {
+            "acc": MulticlassAccuracy(n, average="micro"),
+            "f1_macro": MulticlassF1Score(n, average="macro"),
+        }
         if n >= TOP5_MIN_CLASSES:
             metrics["top5_acc"] = MulticlassAccuracy(n, top_k=5, average="micro")
         return metrics
@@ -148,6 +160,9 @@ class ImageClassification(LabelledTask, TaskModule):
         top = probs.topk(min(self.top_k, probs.shape[-1]), dim=-1)
         out = []
         for path, values, ids in zip(batch["paths"], top.values, top.indices, strict=True):
-            scores = {self.vocabulary.names[i]: round(float(v), 6) for v, i in zip(values, ids.tolist(), strict=True)}
+            scores = {
+                self.vocabulary.names[i]: round(float(v), 6)
+                for v, i in zip(values, ids.tolist(), strict=True)
+            }
             out.append({"path": path, "label": self.vocabulary.names[int(ids[0])], "probabilities": scores})
         return out

@@ -62,7 +62,9 @@ class ImageSet(Dataset):
     def encode(self, vocabulary: LabelVocabulary) -> None:
         """Class ids of the labels; an unknown label is a DataError naming its folder or CSV row."""
         if self.labels is not None:
-            ids = [vocabulary.encode(label, *where) for label, where in zip(self.labels, self.where, strict=True)]
+            ids = [
+                vocabulary.encode(label, *where) for label, where in zip(self.labels, self.where, strict=True)
+            ]
             self.targets = torch.tensor(ids, dtype=torch.long)
 
 
@@ -100,10 +102,16 @@ def read_source(path: str, reading: Reading, labelled: bool) -> ImageSet:
         paths, labels, where = [str(source)], None, [(str(source), None)]
     else:
         paths, labels, where = _record_items(source, kind, reading, labelled)
-    decoded = decode_images(paths, where, reading.channels, reading.size, reading.cache_for(source), reading.skip_bad)
+    decoded = decode_images(
+        paths, where, reading.channels, reading.size, reading.cache_for(source), reading.skip_bad
+    )
     keep = decoded.kept
-    return ImageSet(decoded.images, [paths[i] for i in keep], None if labels is None else [labels[i] for i in keep],
-                    [where[i] for i in keep])  # fmt: skip
+    return ImageSet(
+        decoded.images,
+        [paths[i] for i in keep],
+        None if labels is None else [labels[i] for i in keep],
+        [where[i] for i in keep],
+    )
 
 
 def _kind(source: Path) -> str:
@@ -115,16 +123,25 @@ def _kind(source: Path) -> str:
         return suffix
     if source.suffix.lower() in IMAGE_SUFFIXES:
         return "image"
-    raise DataError(f"cannot tell what {source} holds: expected a folder, an image, .npz, .csv, .tsv, .json or .jsonl")
+    raise DataError(
+        f"cannot tell what {source} holds: expected a folder, an image, .npz, .csv, .tsv, .json or .jsonl"
+    )
 
 
 def _images_in(folder: Path) -> list[Path]:
     """The image files under a folder (recursively, hidden folders left out), sorted."""
-    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()
-                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))  # fmt: skip
+    return sorted(
+        p
+        for p in folder.rglob("*")
+        if p.suffix.lower() in IMAGE_SUFFIXES
+        and p.is_file()
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
 
 
-def _folder_items(root: Path, labelled: bool, skip_bad: bool) -> tuple[list[str], list[str] | None, list[Where]]:
+def _folder_items(
+    root: Path, labelled: bool, skip_bad: bool
+) -> tuple[list[str], list[str] | None, list[Where]]:
     """`root/<class>/*` images labelled by folder name; to predict, every image under root."""
     if not labelled:
         files = _images_in(root)
@@ -147,16 +164,22 @@ def _folder_items(root: Path, labelled: bool, skip_bad: bool) -> tuple[list[str]
     if empty and not skip_bad:
         raise DataError(f"class folder has no images ({', '.join(IMAGE_SUFFIXES)})", empty[0])
     if empty:
-        log.warning("skipped %d empty class folder(s) (--data.skip_bad_images): %s", len(empty),
-                    ", ".join(str(f) for f in empty))  # fmt: skip
+        log.warning(
+            "skipped %d empty class folder(s) (--data.skip_bad_images): %s",
+            len(empty),
+            ", ".join(str(f) for f in empty),
+        )
     if not paths:
         raise DataError("no images in any class folder", root)
     # an unknown label at val/test names the class folder
     return paths, labels, [(str(root / label), None) for label in labels]
 
 
-def _record_items(source: Path, kind: str, reading: Reading, labelled: bool) -> tuple[list[str], list[str] | None, list[Where]]:
-    """Rows of path (+ label); relative paths resolve against the file's own folder; a missing file is an error."""
+def _record_items(
+    source: Path, kind: str, reading: Reading, labelled: bool
+) -> tuple[list[str], list[str] | None, list[Where]]:
+    """Rows of path (+ label); relative paths resolve against the file's own folder; a missing file is an
+    error."""
     required = (reading.path_field, reading.label_field) if labelled else (reading.path_field,)
     paths: list[str] = []
     labels: list[str] = []
@@ -175,8 +198,11 @@ def _record_items(source: Path, kind: str, reading: Reading, labelled: bool) -> 
         if labelled:
             labels.append(record[reading.label_field])
     if missing:
-        log.warning("skipped %d rows whose image file is missing (--data.skip_bad_images); first: %s", len(missing),
-                    missing[0])  # fmt: skip
+        log.warning(
+            "skipped %d rows whose image file is missing (--data.skip_bad_images); first: %s",
+            len(missing),
+            missing[0],
+        )
     return paths, labels if labelled else None, where
 
 
@@ -188,7 +214,9 @@ def _read_npz(source: Path, reading: Reading, labelled: bool) -> ImageSet:
     except (OSError, ValueError) as err:
         raise DataError(f"cannot read the NumPy archive: {err}", source) from None
     if "x" not in arrays or (labelled and "y" not in arrays):
-        raise DataError(f"expected arrays 'x' and 'y', found {', '.join(map(repr, arrays)) or 'none'}", source)
+        raise DataError(
+            f"expected arrays 'x' and 'y', found {', '.join(map(repr, arrays)) or 'none'}", source
+        )
     x = arrays["x"]
     images = array_images(x, reading.channels, reading.size, str(source))
     n = images.shape[0]

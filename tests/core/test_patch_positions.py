@@ -13,13 +13,16 @@ CFG = TransformerConfig(d_model=16, n_heads=2, n_layers=1, d_ff=32, vocab_size=0
 
 
 def test_cls_is_zero_and_halves_encode_row_and_column() -> None:
-    """[CLS] gets zeros; patches of one row share the first half; patches of one column share the second half."""
+    """[CLS] gets zeros; patches of one row share the first half; patches of one column share the second
+    half."""
     table = sinusoidal_2d_table(3, 5, 16)  # (1 + 15, 16)
     assert table.shape == (16, 16) and torch.equal(table[0], torch.zeros(16))
     grid = table[1:].reshape(3, 5, 16)
     assert torch.equal(grid[1, 0, :8], grid[1, 4, :8]) and not torch.equal(grid[0, 0, :8], grid[1, 0, :8])
     assert torch.equal(grid[0, 2, 8:], grid[2, 2, 8:]) and not torch.equal(grid[0, 2, 8:], grid[0, 3, 8:])
-    assert torch.equal(grid[2, 3, :8], sinusoidal_table(3, 8)[2]) and torch.equal(grid[2, 3, 8:], sinusoidal_table(5, 8)[3])
+    assert torch.equal(grid[2, 3, :8], sinusoidal_table(3, 8)[2]) and torch.equal(
+        grid[2, 3, 8:], sinusoidal_table(5, 8)[3]
+    )
 
 
 def test_sinusoidal_patch_embedding_has_no_position_weights_and_serves_any_grid() -> None:
@@ -37,4 +40,6 @@ def test_sinusoidal_patch_embedding_has_no_position_weights_and_serves_any_grid(
 def test_learned_positions_unchanged() -> None:
     """A learned-position ViT still keeps its table as weights (HF parity is tested in tests/interop)."""
     encoder = ImageEncoder(CFG.replace(position="learned"))
-    assert encoder.embed.positions.weight.shape == (17, 16) and "embed.positions.weight" in encoder.state_dict()
+    assert (
+        encoder.embed.positions.weight.shape == (17, 16) and "embed.positions.weight" in encoder.state_dict()
+    )

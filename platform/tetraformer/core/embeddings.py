@@ -77,8 +77,9 @@ class PatchEmbedding(nn.Module):
         x = torch.cat((self.cls.expand(b, -1, -1), x), dim=1)  # (B, 1 + N, D)
         gh, gw = h // self.patch_size, w // self.patch_size
         if self.sinusoidal:
-            table = self.table_2d if (gh, gw) == (self.grid, self.grid) else sinusoidal_2d_table(gh, gw, x.shape[-1])
-            x = x + table.to(device=x.device, dtype=x.dtype)[None]  # (1, 1 + N, D)
+            same = (gh, gw) == (self.grid, self.grid)
+            table = self.table_2d if same else sinusoidal_2d_table(gh, gw, x.shape[-1])  # (1 + N, D)
+            x = x + table.to(device=x.device, dtype=x.dtype)[None]
         elif self.positions is not None:
             x = x + self._position_table(gh, gw).to(x.dtype)
         return self.dropout(x)

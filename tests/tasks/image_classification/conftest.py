@@ -1,4 +1,5 @@
-"""Fixtures for image classification: a learnable quadrant fixture as folders, CSV, JSONL and npz; a tiny ViT config."""
+"""Fixtures for image classification: a learnable quadrant fixture as folders, CSV, JSONL and npz; a tiny ViT
+config."""
 
 from __future__ import annotations
 
@@ -71,16 +72,29 @@ def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
     return {
         "seed_everything": 0,
         "trainer": {
-            "default_root_dir": str(root), "max_epochs": 8, "log_every_n_steps": 1, "enable_progress_bar": False,
-            "enable_model_summary": False, "accelerator": "cpu", "devices": 1,
+            "default_root_dir": str(root),
+            "max_epochs": 8,
+            "log_every_n_steps": 1,
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "accelerator": "cpu",
+            "devices": 1,
         },
         "model": {
             "class_path": "tasks.image_classification.module.ImageClassification",
             "init_args": {
-                "arch": {"d_model": 32, "n_heads": 2, "n_layers": 2, "d_ff": 64, "image_size": SIZE, "patch_size": 4,
-                         "dropout": 0.0},
+                "arch": {
+                    "d_model": 32,
+                    "n_heads": 2,
+                    "n_layers": 2,
+                    "d_ff": 64,
+                    "image_size": SIZE,
+                    "patch_size": 4,
+                    "dropout": 0.0,
+                },
                 "optim": {"lr": 5e-3, "warmup_steps": 10, "schedule": "constant", "weight_decay": 0.0},
-                "attention_images": 0, **(model or {}),
+                "attention_images": 0,
+                **(model or {}),
             },
         },
         "data": {
@@ -88,14 +102,16 @@ def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
             "init_args": {"channels": 1, "batch_size": 16, **data},
         },
         "run": {"wandb": "disabled"},
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture
 def folders(tmp_path: Path) -> dict[str, Path]:
     """train / val / test class folders of the quadrant fixture."""
-    return {name: write_folder(tmp_path / "data" / name, n, seed)
-            for name, n, seed in (("train", 160, 0), ("val", 40, 1), ("test", 40, 2))}  # fmt: skip
+    return {
+        name: write_folder(tmp_path / "data" / name, n, seed)
+        for name, n, seed in (("train", 160, 0), ("val", 40, 1), ("test", 40, 2))
+    }
 
 
 @pytest.fixture

@@ -23,8 +23,11 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randint(0, 256, (8, 3, 12, 12), dtype=torch.uint8), torch.arange(8) % 5
 
 
-def test_crop_flip_and_resized_crop_keep_shape_dtype_and_content(batch: tuple[torch.Tensor, torch.Tensor]) -> None:
-    """Crops are shifted windows of the padded image; flips mirror or keep; each output stays (B, C, H, W) uint8."""
+def test_crop_flip_and_resized_crop_keep_shape_dtype_and_content(
+    batch: tuple[torch.Tensor, torch.Tensor],
+) -> None:
+    """Crops are shifted windows of the padded image; flips mirror or keep; each output stays (B, C, H, W)
+    uint8."""
     pixels, _ = batch
     cropped = random_crop(pixels, 2)
     assert cropped.shape == pixels.shape and cropped.dtype == torch.uint8
@@ -48,7 +51,8 @@ def test_augmentation_keeps_labels_without_mixing(batch: tuple[torch.Tensor, tor
 
 @pytest.mark.parametrize("mix", [mixup, cutmix])
 def test_mixing_gives_targets_that_sum_to_one(batch: tuple[torch.Tensor, torch.Tensor], mix) -> None:
-    """Soft targets: rows sum to 1, weight only on the image's and its partner's classes; images stay in 0..255."""
+    """Soft targets: rows sum to 1, weight only on the image's and its partner's classes; images stay in
+    0..255."""
     pixels, labels = batch
     mixed, targets = mix(pixels, F.one_hot(labels, 5).float(), 1.0)
     assert mixed.shape == pixels.shape and mixed.min() >= 0 and mixed.max() <= 255
@@ -59,7 +63,8 @@ def test_mixing_gives_targets_that_sum_to_one(batch: tuple[torch.Tensor, torch.T
 
 
 def test_cutmix_weight_is_the_pasted_area() -> None:
-    """Two constant images: the share of pixels from the other image equals the other class's target weight."""
+    """Two constant images: the share of pixels from the other image equals the other class's target
+    weight."""
     torch.manual_seed(3)
     pixels = torch.stack([torch.zeros(1, 10, 10), torch.full((1, 10, 10), 255.0)]).to(torch.uint8)
     mixed, targets = cutmix(pixels, torch.eye(2), 1.0)

@@ -29,7 +29,10 @@ def test_modes_convert_to_gray_and_rgb(tmp_path: Path) -> None:
     files = {
         "l": save(tmp_path / "l.png", Image.fromarray(gray, mode="L")),
         "rgb": save(tmp_path / "rgb.png", Image.fromarray(rgb, mode="RGB")),
-        "rgba": save(tmp_path / "rgba.png", Image.fromarray(np.dstack([rgb, np.full((4, 4), 9, np.uint8)]), mode="RGBA")),
+        "rgba": save(
+            tmp_path / "rgba.png",
+            Image.fromarray(np.dstack([rgb, np.full((4, 4), 9, np.uint8)]), mode="RGBA"),
+        ),
         "p": save(tmp_path / "p.png", Image.fromarray(rgb, mode="RGB").convert("P")),
         "i16": save(tmp_path / "i16.png", Image.fromarray(np.full((4, 4), 65535, dtype=np.uint16))),
     }
@@ -64,8 +67,11 @@ def count_decodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def test_cache_is_reused_and_invalidated_when_a_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Second read: no decoding, same tensor. A rewritten file changes the key: that split is decoded again."""
+def test_cache_is_reused_and_invalidated_when_a_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Second read: no decoding, same tensor. A rewritten file changes the key: that split is decoded
+    again."""
     root = write_folder(tmp_path / "train", 12, 0)
     calls = count_decodes(monkeypatch)
     reading = Reading(channels=1, size=SIZE, cache_dir=None)
@@ -77,7 +83,9 @@ def test_cache_is_reused_and_invalidated_when_a_file_changes(tmp_path: Path, mon
     Image.fromarray(np.zeros((SIZE, SIZE), dtype=np.uint8), mode="L").save(changed)
     third = read_source(str(root), reading, labelled=True)
     assert len(calls) == 24 and int(third.images[4].max()) == 0
-    read_source(str(root), Reading(channels=3, size=SIZE, cache_dir=None), labelled=True)  # other settings: new key
+    read_source(
+        str(root), Reading(channels=3, size=SIZE, cache_dir=None), labelled=True
+    )  # other settings: new key
     assert len(calls) == 36
     read_source(str(root), Reading(channels=1, size=SIZE, cache_dir=None, cache=False), labelled=True)
     assert len(calls) == 48

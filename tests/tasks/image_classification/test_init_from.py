@@ -18,9 +18,18 @@ from tetraformer.training.checkpoint import load_task_module
 
 def hf_vit(out: Path, num_labels: int) -> Path:
     """A random 3-channel ViTForImageClassification at 32 pixels (8x8 patches of 4 pixels), saved to `out`."""
-    config = transformers.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                                    image_size=32, patch_size=4, num_channels=3, num_labels=num_labels,
-                                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # fmt: skip
+    config = transformers.ViTConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        image_size=32,
+        patch_size=4,
+        num_channels=3,
+        num_labels=num_labels,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     torch.manual_seed(0)
     transformers.ViTForImageClassification(config).save_pretrained(out)
     return out
@@ -33,20 +42,43 @@ def test_init_from_hf_vit_at_another_size_then_fine_tune(
     channel, a new 4-class head; before training (lr 0) the encoder is HF's; then 5 steps fine-tune it."""
     source = hf_vit(tmp_path / "hf", num_labels=7)
     hf = transformers.ViTForImageClassification.from_pretrained(source)
-    run = run_cli("fit", "--model.init_from", str(source), "--trainer.max_steps", "1", "--model.optim.lr", "0",
-                  train_path=str(folders["train"]), val_path=str(folders["val"]))  # fmt: skip
+    run = run_cli(
+        "fit",
+        "--model.init_from",
+        str(source),
+        "--trainer.max_steps",
+        "1",
+        "--model.optim.lr",
+        "0",
+        train_path=str(folders["train"]),
+        val_path=str(folders["val"]),
+    )
     net = load_task_module(run / "checkpoints" / "last.ckpt").net
     assert net.cfg.image_size == 16 and net.cfg.n_channels == 1 and net.head.classifier.out_features == 4
     theirs = hf.vit.embeddings
-    assert torch.allclose(net.backbone.embed.proj.weight, theirs.patch_embeddings.projection.weight.sum(1, keepdim=True))
-    assert torch.allclose(net.backbone.embed.positions.weight, resize_position_grid(theirs.position_embeddings[0], (4, 4)))
+    assert torch.allclose(
+        net.backbone.embed.proj.weight, theirs.patch_embeddings.projection.weight.sum(1, keepdim=True)
+    )
+    assert torch.allclose(
+        net.backbone.embed.positions.weight, resize_position_grid(theirs.position_embeddings[0], (4, 4))
+    )
     for ours, layer in zip(net.backbone.encoder.layers, hf.vit.layers, strict=True):  # transformers 5 names
         assert torch.equal(ours.ffn.up.weight, layer.mlp.fc1.weight)
         assert torch.equal(ours.ffn.down.weight, layer.mlp.fc2.weight)
-    tuned = run_cli("fit", "--model.init_from", str(source), "--trainer.max_steps", "5", root=tmp_path / "tuned",
-                    train_path=str(folders["train"]), val_path=str(folders["val"]))  # fmt: skip
+    tuned = run_cli(
+        "fit",
+        "--model.init_from",
+        str(source),
+        "--trainer.max_steps",
+        "5",
+        root=tmp_path / "tuned",
+        train_path=str(folders["train"]),
+        val_path=str(folders["val"]),
+    )
     tuned_net = load_task_module(tuned / "checkpoints" / "last.ckpt").net
-    assert not torch.equal(tuned_net.backbone.encoder.layers[0].ffn.up.weight, hf.vit.layers[0].mlp.fc1.weight)
+    assert not torch.equal(
+        tuned_net.backbone.encoder.layers[0].ffn.up.weight, hf.vit.layers[0].mlp.fc1.weight
+    )
     assert np.isfinite(last_metrics(tuned, "train")["train/loss"])
 
 
@@ -59,7 +91,9 @@ def test_top5_accuracy_with_more_than_five_classes(run_cli: Callable[..., Path],
         row, col = divmod(int(cls), 4)
         x[i, row * 8 : row * 8 + 8, col * 4 : col * 4 + 4] += 150
     np.savez(tmp_path / "cells.npz", x=x, y=y)
-    run = run_cli("fit", "--trainer.max_epochs", "2", train_path=str(tmp_path / "cells.npz"), val_fraction=0.25)
+    run = run_cli(
+        "fit", "--trainer.max_epochs", "2", train_path=str(tmp_path / "cells.npz"), val_fraction=0.25
+    )
     metrics = last_metrics(run)
     assert metrics["val/top5_acc"] >= metrics["val/acc"]
 

@@ -19,10 +19,14 @@ from tetraformer.training.checkpoint import load_task_module
 def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One fit on class folders (train / val), shared by this file's tests; its run dir and data folders."""
     tmp = tmp_path_factory.mktemp("learn")
-    data = {name: write_folder(tmp / "data" / name, n, seed) for name, n, seed in
-            (("train", 160, 0), ("val", 40, 1), ("test", 40, 2))}  # fmt: skip
+    data = {
+        name: write_folder(tmp / "data" / name, n, seed)
+        for name, n, seed in (("train", 160, 0), ("val", 40, 1), ("test", 40, 2))
+    }
     config = tmp / "fit.yaml"
-    options = tiny_config(tmp / "run", {"attention_images": 2}, train_path=str(data["train"]), val_path=str(data["val"]))
+    options = tiny_config(
+        tmp / "run", {"attention_images": 2}, train_path=str(data["train"]), val_path=str(data["val"])
+    )
     config.write_text(yaml.safe_dump(options))
     main(["fit", "-c", str(config)])
     return {"run": tmp / "run", "tmp": tmp, **data}
@@ -39,8 +43,19 @@ def test_tiny_vit_learns_quadrants(trained: dict[str, Path]) -> None:
 def test_test_from_checkpoint_alone_writes_reports(trained: dict[str, Path]) -> None:
     """`test --ckpt_path` with only a test folder: accuracy, per-class report and confusion-matrix PNG."""
     out = trained["tmp"] / "test"
-    main(["test", "--ckpt_path", str(trained["run"] / "checkpoints" / "last.ckpt"), "--data.test_path",
-          str(trained["test"]), "--run.wandb", "disabled", "--trainer.default_root_dir", str(out)])  # fmt: skip
+    main(
+        [
+            "test",
+            "--ckpt_path",
+            str(trained["run"] / "checkpoints" / "last.ckpt"),
+            "--data.test_path",
+            str(trained["test"]),
+            "--run.wandb",
+            "disabled",
+            "--trainer.default_root_dir",
+            str(out),
+        ]
+    )
     assert last_metrics(out, "test")["test/acc"] >= 0.85
     pngs = list(out.rglob("*.png"))
     assert any("confusion" in p.name and "test" in p.name for p in pngs)
@@ -50,9 +65,21 @@ def test_test_from_checkpoint_alone_writes_reports(trained: dict[str, Path]) -> 
 def test_predict_from_checkpoint_alone(trained: dict[str, Path]) -> None:
     """Predictions: each image's path, a known label (the most probable) and --model.top_k probabilities."""
     out = trained["tmp"] / "predict"
-    main(["predict", "--ckpt_path", str(trained["run"] / "checkpoints" / "last.ckpt"), "--data.predict_path",
-          str(trained["test"]), "--model.top_k", "2", "--run.wandb", "disabled", "--trainer.default_root_dir",
-          str(out)])  # fmt: skip
+    main(
+        [
+            "predict",
+            "--ckpt_path",
+            str(trained["run"] / "checkpoints" / "last.ckpt"),
+            "--data.predict_path",
+            str(trained["test"]),
+            "--model.top_k",
+            "2",
+            "--run.wandb",
+            "disabled",
+            "--trainer.default_root_dir",
+            str(out),
+        ]
+    )
     rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 40 and all(Path(r["path"]).is_file() for r in rows)
     for row in rows:
@@ -63,7 +90,8 @@ def test_predict_from_checkpoint_alone(trained: dict[str, Path]) -> None:
 
 
 def test_image_inputs_from_checkpoint(trained: dict[str, Path]) -> None:
-    """A module restored from the checkpoint alone reads one image file as it was trained: stored size and stats."""
+    """A module restored from the checkpoint alone reads one image file as it was trained: stored size and
+    stats."""
     module = load_task_module(trained["run"] / "checkpoints" / "last.ckpt")
     image = next((trained["test"] / "top_left").glob("*.png"))
     display, pixels = module.image_inputs(image)
@@ -75,7 +103,16 @@ def test_attention_command_draws_an_image_of_the_checkpoint(trained: dict[str, P
     """`tetraformer attention --image` on this task's checkpoint writes a PNG (through `image_inputs`)."""
     out = trained["tmp"] / "attention.png"
     image = next((trained["test"] / "bottom_right").glob("*.png"))
-    main(["attention", "--ckpt", str(trained["run"] / "checkpoints" / "last.ckpt"), "--image", str(image), "--output",
-          str(out)])  # fmt: skip
+    main(
+        [
+            "attention",
+            "--ckpt",
+            str(trained["run"] / "checkpoints" / "last.ckpt"),
+            "--image",
+            str(image),
+            "--output",
+            str(out),
+        ]
+    )
     with Image.open(out) as picture:
         assert picture.format == "PNG" and picture.width > 100

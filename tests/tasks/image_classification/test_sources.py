@@ -1,4 +1,5 @@
-"""Each source gives the same images and labels: class folders, CSV and JSONL with relative paths, npz arrays."""
+"""Each source gives the same images and labels: class folders, CSV and JSONL with relative paths, npz
+arrays."""
 
 from __future__ import annotations
 
@@ -34,10 +35,15 @@ def by_label(images: ImageSet) -> dict[str, list[bytes]]:
 
 
 def test_folders_csv_jsonl_and_npz_agree(tmp_path: Path) -> None:
-    """The same 12 fixture images read from a folder tree, a CSV, a JSONL and an npz: same pixels, same labels."""
+    """The same 12 fixture images read from a folder tree, a CSV, a JSONL and an npz: same pixels, same
+    labels."""
     expected_x, expected_labels = quadrant_images(12, 5)
-    sources = [write_folder(tmp_path / "folder", 12, 5), write_table(tmp_path / "csv" / "rows.csv", 12, 5),
-               write_table(tmp_path / "jsonl" / "rows.jsonl", 12, 5), write_npz(tmp_path / "arrays.npz", 12, 5)]  # fmt: skip
+    sources = [
+        write_folder(tmp_path / "folder", 12, 5),
+        write_table(tmp_path / "csv" / "rows.csv", 12, 5),
+        write_table(tmp_path / "jsonl" / "rows.jsonl", 12, 5),
+        write_npz(tmp_path / "arrays.npz", 12, 5),
+    ]
     read = [read_source(str(s), reading(), labelled=True) for s in sources]
     for images in read:
         assert images.images.shape == (12, 1, SIZE, SIZE) and images.images.dtype == torch.uint8
@@ -55,7 +61,8 @@ def test_csv_paths_resolve_against_the_csv_folder(tmp_path: Path, monkeypatch: p
 
 
 def test_npz_layouts_and_float_pixels(tmp_path: Path) -> None:
-    """(N, H, W, C) and (N, C, H, W), uint8 or 0..1 floats, give the same RGB images; int labels become names."""
+    """(N, H, W, C) and (N, C, H, W), uint8 or 0..1 floats, give the same RGB images; int labels become
+    names."""
     rgb = np.random.default_rng(0).integers(0, 256, size=(3, 8, 8, 3), dtype=np.uint8)
     variants = {"nhwc": rgb, "nchw": rgb.transpose(0, 3, 1, 2), "float": rgb.astype(np.float32) / 255.0}
     read = {}
@@ -63,7 +70,9 @@ def test_npz_layouts_and_float_pixels(tmp_path: Path) -> None:
         np.savez(tmp_path / f"{name}.npz", x=x, y=np.array([0, 1, 1]))
         read[name] = read_source(str(tmp_path / f"{name}.npz"), reading(channels=3, size=8), labelled=True)
     assert torch.equal(read["nhwc"].images, torch.from_numpy(rgb).permute(0, 3, 1, 2))
-    assert torch.equal(read["nchw"].images, read["nhwc"].images) and torch.equal(read["float"].images, read["nhwc"].images)
+    assert torch.equal(read["nchw"].images, read["nhwc"].images) and torch.equal(
+        read["float"].images, read["nhwc"].images
+    )
     assert read["nhwc"].labels == ["0", "1", "1"]
 
 
