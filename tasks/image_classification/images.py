@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,10 +193,10 @@ def _decode_all(
 
 
 def _write_cache(cache: Path, decoded: Decoded) -> None:
-    """Save the decoded split (atomically); an unwritable cache folder only costs a warning."""
+    """Save the decoded split (written aside, then renamed); an unwritable cache folder costs a warning."""
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache.with_suffix(".partial")
+        partial = cache.with_suffix(f".{os.getpid()}.partial")  # each process its own (DDP ranks)
         torch.save({"images": decoded.images, "kept": decoded.kept}, partial)
         partial.replace(cache)
         log.info("cached %d decoded images in %s", len(decoded.kept), cache)

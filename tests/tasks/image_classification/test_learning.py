@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+import transformers
 import yaml
 from PIL import Image
 
@@ -116,3 +118,17 @@ def test_attention_command_draws_an_image_of_the_checkpoint(trained: dict[str, P
     )
     with Image.open(out) as picture:
         assert picture.format == "PNG" and picture.width > 100
+
+
+def test_convert_to_hf_vit_with_labels(trained: dict[str, Path]) -> None:
+    """`convert to-hf` of this task's checkpoint: transformers' ViTForImageClassification gives our logits and
+    names the classes with the label vocabulary."""
+    ckpt = trained["run"] / "checkpoints" / "last.ckpt"
+    out = trained["tmp"] / "hf"
+    main(["convert", "to-hf", str(ckpt), str(out)])
+    hf = transformers.ViTForImageClassification.from_pretrained(out).eval()
+    module = load_task_module(ckpt)
+    _, pixels = module.image_inputs(next((trained["test"] / "top_right").glob("*.png")))
+    with torch.no_grad():
+        assert torch.allclose(hf(pixel_values=pixels).logits, module.net(pixels), atol=1e-4)
+    assert [hf.config.id2label[i] for i in range(4)] == list(QUADRANTS)
