@@ -151,6 +151,7 @@ ERRORS = [
     ("image", ["--image", "{image}", "--layer", "-3"], "--layer -3 is out of range: the encoder has 2 layers"),
     ("classifier_encoder", ["--text", "hello", "--kind", "cross"], "--kind cross needs an encoder-decoder checkpoint"),
     ("classifier_encoder", ["--text", "hello", "--heads", "0,2"], "--heads 0,2: the model has heads 0..1"),
+    ("classifier_encoder", ["--text", "hello", "--max-tokens", "0"], "--max-tokens 0: draw at least 1 token"),
     ("seq2seq", ["--text", "abc", "--layer", "5", "--kind", "cross"], "the decoder has 2 layers"),
     ("image", ["--image", "{missing}"], "--image {missing}: file not found"),
     ("classifier_encoder", ["--text-file", "{missing}"], "--text-file {missing}: file not found"),

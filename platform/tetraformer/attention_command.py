@@ -57,6 +57,8 @@ def attention_parser() -> CommandParser:
 def draw_attention(argv: list[str]) -> None:
     """`tetraformer attention --ckpt X.ckpt (--image PATH | --text "..." | --text-file F) [options]`."""
     args = attention_parser().parse_args(argv)
+    if args.max_tokens < 1:
+        raise TetraformerError(f"--max-tokens {args.max_tokens}: draw at least 1 token")
     for path, flag in ((args.image, "--image"), (args.text_file, "--text-file")):
         if path is not None and not path.is_file():
             raise TetraformerError(f"{flag} {path}: file not found")

@@ -98,7 +98,7 @@ class TinyImageData(L.LightningDataModule):
 def train_image_task(root: Path, logger: Logger | bool = False, steps: int = 4) -> Path:
     """Train the tiny image task a few steps, validating every 2; returns RUN_DIR/image.ckpt."""
     trainer = L.Trainer(
-        default_root_dir=root, max_steps=steps, val_check_interval=2, logger=logger, enable_checkpointing=False,
+        default_root_dir=root, max_steps=steps, val_check_interval=2, log_every_n_steps=1, logger=logger, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1,
     )  # fmt: skip
     trainer.fit(TinyImageTask(TransformerConfig(**IMAGE_ARCH)), datamodule=TinyImageData())
