@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from tetraformer.core.config import TransformerConfig
 from tetraformer.core.layers import make_norm
-from tetraformer.core.positions import absolute_table
+from tetraformer.core.positions import absolute_table, sinusoidal_2d_table
 
 
 class TokenEmbedding(nn.Module):
@@ -50,14 +50,22 @@ class TokenEmbedding(nn.Module):
 
 
 class PatchEmbedding(nn.Module):
-    """Images -> [CLS] + one vector per patch, with learned positions interpolated to any grid."""
+    """Images -> [CLS] + one vector per patch, with learned positions interpolated to any grid.
+
+    position "sinusoidal" adds a fixed 2D sin-cos table (half the channels the row, half the column), computed
+    for whatever grid the image gives.
+    """
 
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
         self.patch_size, self.grid = cfg.patch_size, cfg.image_size // cfg.patch_size
         self.proj = nn.Conv2d(cfg.n_channels, cfg.d_model, cfg.patch_size, stride=cfg.patch_size)
         self.cls = nn.Parameter(torch.zeros(1, 1, cfg.d_model))
-        self.positions = absolute_table(cfg, self.grid**2 + 1)
+        self.sinusoidal = cfg.position == "sinusoidal"
+        self.positions = None if self.sinusoidal else absolute_table(cfg, self.grid**2 + 1)
+        if self.sinusoidal:
+            table = sinusoidal_2d_table(self.grid, self.grid, cfg.d_model)  # (1 + G*G, D)
+            self.register_buffer("table_2d", table, persistent=False)
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, pixels: Tensor) -> Tensor:
@@ -67,8 +75,13 @@ class PatchEmbedding(nn.Module):
             raise ValueError(f"image size {h}x{w} is not divisible by patch size {self.patch_size}")
         x = self.proj(pixels).flatten(2).transpose(1, 2)  # (B, N, D)
         x = torch.cat((self.cls.expand(b, -1, -1), x), dim=1)  # (B, 1 + N, D)
-        if self.positions is not None:
-            x = x + self._position_table(h // self.patch_size, w // self.patch_size).to(x.dtype)
+        gh, gw = h // self.patch_size, w // self.patch_size
+        if self.sinusoidal:
+            same = (gh, gw) == (self.grid, self.grid)
+            table = self.table_2d if same else sinusoidal_2d_table(gh, gw, x.shape[-1])  # (1 + N, D)
+            x = x + table.to(device=x.device, dtype=x.dtype)[None]
+        elif self.positions is not None:
+            x = x + self._position_table(gh, gw).to(x.dtype)
         return self.dropout(x)
 
     def _position_table(self, gh: int, gw: int) -> Tensor:

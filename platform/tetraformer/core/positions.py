@@ -48,6 +48,16 @@ def sinusoidal_table(n_positions: int, dim: int) -> Tensor:
     return table.float()
 
 
+def sinusoidal_2d_table(rows: int, cols: int, dim: int) -> Tensor:
+    """(1 + rows*cols, dim) for [CLS] + a row-major patch grid: [CLS] gets zeros; of each patch's channels the
+    first half encodes its row and the second half its column, each as a 1D sin-cos table."""
+    half = dim // 2
+    row = sinusoidal_table(rows, half)[:, None, :].expand(rows, cols, half)  # (R, C, D/2)
+    col = sinusoidal_table(cols, dim - half)[None, :, :].expand(rows, cols, dim - half)  # (R, C, D - D/2)
+    grid = torch.cat((row, col), dim=-1).reshape(rows * cols, dim)  # (R*C, D)
+    return torch.cat((torch.zeros(1, dim), grid), dim=0)
+
+
 class SinusoidalPositions(nn.Module):
     """Fixed sinusoidal absolute positions, added to the embeddings."""
 

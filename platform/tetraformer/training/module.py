@@ -112,11 +112,18 @@ class TaskModule(L.LightningModule):
             return
         cfg, state = starting_point(self.init_from)
         cfg = cfg.replace(**{k: getattr(self.arch, k) for k in FINE_TUNING_FIELDS})
+        cfg, state = self.adapt_pretrained(cfg, state, datamodule)
         self._check_vocabulary(cfg)
         self._check_positions(cfg, datamodule)
         self.net = self.make_network(cfg)
         load_weights(self.net, state, self.init_from)
         log.info("initialised %s from %s", type(self.net).__name__, self.init_from)
+
+    def adapt_pretrained(
+        self, cfg: TransformerConfig, state: dict[str, Tensor], datamodule: Any
+    ) -> tuple[TransformerConfig, dict[str, Tensor]]:
+        """The init_from source's config and weights fitted to this task's data (as they are by default)."""
+        return cfg, state
 
     def _check_vocabulary(self, cfg: TransformerConfig) -> None:
         """The data's tokenizer must not produce ids the pretrained embedding lacks."""

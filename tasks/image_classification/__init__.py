@@ -1,0 +1,1 @@
+"""Image classification (ViT) from image folders, CSV/JSONL of paths, or `.npz` arrays."""

@@ -1,0 +1,158 @@
+"""LightningDataModule for image classification: decoded uint8 splits, labels, normalisation, augmentation."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from tasks.image_classification.augment import Augmentation
+from tasks.image_classification.images import Normalization
+from tasks.image_classification.sources import ImageSet, Reading, read_source
+from tetraformer.config_errors import ConfigError
+from tetraformer.data import LabelVocabulary
+from tetraformer.training.datamodule import TaskDataModule
+
+log = logging.getLogger(__name__)
+SourceFormat = Literal["folder", "csv", "tsv", "json", "jsonl", "npz"]
+
+
+class ImageClassificationData(TaskDataModule):
+    """Image folders (ROOT/<class>/<image>), CSV/TSV/JSON/JSONL of path + label, or `.npz` arrays x, y.
+
+    Images are converted to `channels` (1 or 3) and resized to `image_size` (None: the model's
+    `arch.image_size`), decoded once per split into a cached uint8 tensor. The label vocabulary comes from the
+    training split (sorted) or `labels`; mean/std per channel from the training split or `mean`/`std`.
+    Training batches get the augmentation options; nothing else does. The TaskDataModule options (paths,
+    batch_size, num_workers, val_fraction, seed) pass through `**kwargs`.
+    """
+
+    def __init__(
+        self,
+        format: SourceFormat | None = None,  # noqa: A002 - None: from the path
+        path_field: str = "path",
+        label_field: str = "label",
+        channels: Literal[1, 3] = 3,
+        image_size: int | None = None,
+        labels: list[str] | None = None,
+        mean: list[float] | None = None,
+        std: list[float] | None = None,
+        cache: bool = True,
+        cache_dir: str | None = None,
+        skip_bad_images: bool = False,
+        crop_padding: int = 0,
+        hflip: bool = False,
+        resized_crop_scale: float = 0.0,
+        mixup_alpha: float = 0.0,
+        cutmix_alpha: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.save_hyperparameters()
+        self.format, self.path_field, self.label_field = format, path_field, label_field
+        self.channels, self.requested_size, self.fixed_labels = channels, image_size, labels
+        self.given_mean, self.given_std = mean, std
+        self.cache, self.cache_dir, self.skip_bad_images = cache, cache_dir, skip_bad_images
+        self.augmentation = Augmentation(crop_padding, hflip, resized_crop_scale, mixup_alpha, cutmix_alpha)
+        self.vocabulary: LabelVocabulary | None = None
+        self.normalization: Normalization | None = None
+
+    # --- settings ----------------------------------------------------------------------------------------
+    @property
+    def image_size(self) -> int:
+        """The size images are resized to: `image_size`, else the model's `arch.image_size`."""
+        if self.requested_size:
+            return self.requested_size
+        module = self.trainer.lightning_module if self.trainer is not None else None
+        arch = getattr(module, "arch", None)
+        if arch is None:
+            raise ConfigError("set --data.image_size (no model to take arch.image_size from)")
+        return arch.image_size
+
+    def reading(self) -> Reading:
+        """How this data's sources are decoded."""
+        cache_dir = Path(self.cache_dir) if self.cache_dir else None
+        return Reading(
+            self.channels,
+            self.image_size,
+            cache_dir,
+            self.cache,
+            self.skip_bad_images,
+            self.path_field,
+            self.label_field,
+            self.format,
+        )
+
+    # --- splits ------------------------------------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        """Decode the splits the stage needs; on fit, fix labels and normalisation from the training split."""
+        self.read_splits(stage, self.datasets, self.read)
+        if self.vocabulary is None and (self.fixed_labels or "train" in self.datasets):
+            self.use_labels(self.training_vocabulary())
+        elif self.vocabulary is not None:
+            self.use_labels(self.vocabulary)
+        if self.normalization is None and (self.given_mean or "train" in self.datasets):
+            self.normalization = self.training_normalization()
+
+    def read(self, path: str, predict: bool = False) -> ImageSet:
+        """One source's images, labelled unless predicting."""
+        return read_source(path, self.reading(), labelled=not predict)
+
+    def training_vocabulary(self) -> LabelVocabulary:
+        """`--data.labels` in their order, else the sorted labels of the training split."""
+        if self.fixed_labels:
+            return LabelVocabulary(self.fixed_labels)
+        train = self.datasets["train"]
+        return LabelVocabulary.from_data(train.labels, locations=train.where)
+
+    def training_normalization(self) -> Normalization:
+        """`--data.mean` / `--data.std` (one value per channel), else computed on the training images."""
+        if self.given_mean or self.given_std:
+            if len(self.given_mean or []) != self.channels or len(self.given_std or []) != self.channels:
+                raise ConfigError(
+                    f"--data.mean and --data.std need {self.channels} value(s) each, one per channel"
+                )
+            return Normalization(list(self.given_mean), list(self.given_std))
+        normalization = Normalization.of(self.datasets["train"].images)
+        log.info("training images: mean %s, std %s per channel", normalization.mean, normalization.std)
+        return normalization
+
+    def use_labels(self, vocabulary: LabelVocabulary) -> None:
+        """Encode every built split's labels; an unknown label is a DataError naming its folder or row."""
+        self.vocabulary = vocabulary
+        for split in self.datasets.values():
+            split.encode(vocabulary)
+
+    def use_normalization(self, normalization: Normalization) -> None:
+        """Normalise as a trained model's checkpoint says (validate, test, predict)."""
+        self.normalization = normalization
+
+    def sample_images(self, split: str, n: int) -> tuple[Tensor, Tensor]:
+        """The first n images of a split: (display (n, C, S, S) uint8, pixel_values (n, C, S, S) float)."""
+        display = self.datasets[split].images[:n]
+        return display, self.normalization(display)
+
+    # --- batches -----------------------------------------------------------------------------------------
+    def collate(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """Batches come whole from ImageSet.__getitems__: pixels (B, C, S, S) uint8, labels (B,), paths."""
+        return batch
+
+    def train_collate(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """A training batch augmented; mixing turns labels into (B, K) probabilities."""
+        pixels, labels = self.augmentation(batch["pixels"], batch["labels"], len(self.vocabulary))
+        return {**batch, "pixels": pixels, "labels": labels}
+
+    def train_dataloader(self) -> DataLoader:
+        """Shuffled, augmented training batches (the last, smaller one dropped when mixing pairs images)."""
+        return DataLoader(
+            self.datasets["train"],
+            batch_size=self.batch_size,
+            shuffle=True,
+            num_workers=self.num_workers,
+            collate_fn=self.train_collate,
+            persistent_workers=self.num_workers > 0,
+            drop_last=self.augmentation.mixes and len(self.datasets["train"]) > self.batch_size,
+        )

@@ -1,0 +1,168 @@
+"""LightningModule for image classification: a ViT classifier, top-1/top-5 accuracy and macro-F1,
+predictions."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch.callbacks import Callback
+from torch import Tensor, nn
+from torchmetrics import Metric
+from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
+
+from tasks.image_classification.images import Normalization, decode_image
+from tasks.image_classification.model import ImagePooling, build_image_classifier
+from tetraformer.core import TransformerConfig
+from tetraformer.data import LabelVocabulary
+from tetraformer.training.attention_callback import AttentionRolloutImages
+from tetraformer.training.labelled import LabelledTask
+from tetraformer.training.module import TaskModule
+
+log = logging.getLogger(__name__)
+TOP5_MIN_CLASSES = 6  # top-5 accuracy is reported only when it can miss: more than 5 classes
+HEAD_PREFIX = "head."
+
+
+class ImageClassification(LabelledTask, TaskModule):
+    """A ViT (patch embedding, [CLS], pre-norm encoder) and a classification head, trained on labelled images.
+
+    Cross-entropy on class ids, or on soft targets when the data mixes images (mixup / cutmix). The label
+    vocabulary, image size, channels and normalisation travel in the checkpoint, so `predict`, `test` and
+    `image_inputs` need only it. At each validation, `attention_images` fixed validation images get their
+    attention-rollout maps drawn (RUN_DIR/attention, W&B; 0: none). The TaskModule options (arch, optim,
+    init_from, label_smoothing) pass through `**kwargs`.
+    """
+
+    def __init__(
+        self, pooling: ImagePooling = "cls", top_k: int = 5, attention_images: int = 4, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.save_hyperparameters()
+        self.pooling, self.top_k, self.attention_images = pooling, top_k, attention_images
+        self.vocabulary: LabelVocabulary | None = None
+        self.normalization: Normalization | None = None
+
+    # --- network -------------------------------------------------------------------------------------
+    def configure_model(self) -> None:
+        """Take the data's labels and normalisation, then build; without them a checkpoint builds it."""
+        if self.net is None and self._trainer is not None:
+            datamodule = self.trainer.datamodule
+            self.vocabulary = self.vocabulary or getattr(datamodule, "vocabulary", None)
+            self.normalization = self.normalization or getattr(datamodule, "normalization", None)
+            if self.vocabulary is None:
+                return
+        super().configure_model()
+
+    def network_config(self, datamodule: Any) -> TransformerConfig:
+        """The architecture at the data's image size and channels, with no token vocabulary."""
+        return self.arch.replace(
+            image_size=datamodule.image_size, n_channels=datamodule.channels, vocab_size=0
+        )
+
+    def make_network(self, cfg: TransformerConfig) -> nn.Module:
+        """A ViT classifier with one output per label."""
+        return build_image_classifier(cfg, len(self.vocabulary), self.pooling)
+
+    def adapt_pretrained(
+        self, cfg: TransformerConfig, state: dict[str, Tensor], datamodule: Any
+    ) -> tuple[TransformerConfig, dict[str, Tensor]]:
+        """The source at the data's image size and channels (loading resizes its positions and converts its
+        patch projection); its head dropped, to start fresh, when it has other classes than the data."""
+        cfg = cfg.replace(image_size=datamodule.image_size, n_channels=datamodule.channels, vocab_size=0)
+        classes = len(self.vocabulary)
+        head = state.get(f"{HEAD_PREFIX}classifier.weight")  # (K, D) of a source classifier
+        if head is not None and head.shape[0] != classes:
+            log.info(
+                "%s: its head has %d classes, the data %d; the head starts fresh",
+                self.init_from,
+                head.shape[0],
+                classes,
+            )
+            state = {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)}
+        return cfg, state
+
+    def task_state(self) -> dict[str, Any]:
+        """The label vocabulary and how images are read: size, channels, mean and std."""
+        cfg = self.net.cfg
+        images = {"size": cfg.image_size, "channels": cfg.n_channels, **self.normalization.state()}
+        return {"labels": self.vocabulary.state(), "images": images}
+
+    def load_task_state(self, state: dict[str, Any]) -> None:
+        """Restore the label vocabulary and the normalisation."""
+        self.vocabulary = LabelVocabulary.from_state(state["labels"])
+        self.normalization = Normalization(state["images"]["mean"], state["images"]["std"])
+
+    # --- the data ------------------------------------------------------------------------------------
+    def share_labels(self) -> None:
+        """Share labels (LabelledTask) and this model's normalisation with the data."""
+        super().share_labels()
+        datamodule = self.trainer.datamodule
+        if datamodule is not None and datamodule.normalization is not self.normalization:
+            datamodule.use_normalization(self.normalization)
+
+    def on_predict_start(self) -> None:
+        """Predictions are normalised with the checkpoint's statistics."""
+        self.trainer.datamodule.use_normalization(self.normalization)
+
+    def image_inputs(self, path: str | Path) -> tuple[Tensor, Tensor]:
+        """One image file as this model reads it: (display (C, S, S) uint8, pixel_values (1, C, S, S)
+        float)."""
+        cfg = self.net.cfg
+        display = decode_image(path, cfg.n_channels, cfg.image_size)  # (C, S, S)
+        return display, self.normalization(display[None]).to(self.device)
+
+    def configure_callbacks(self) -> list[Callback]:
+        """Attention-rollout pictures of `attention_images` validation images at each validation (0: none)."""
+        return [AttentionRolloutImages(self.attention_images)] if self.attention_images > 0 else []
+
+    # --- steps ---------------------------------------------------------------------------------------
+    def forward_batch(self, batch: dict[str, Any]) -> Tensor:
+        """(B, C, S, S) pixels in 0..255 -> normalised -> (B, K) logits."""
+        return self.net(self.normalization(batch["pixels"]))
+
+    def compute(self, batch: dict[str, Any], stage: str) -> dict[str, Tensor]:
+        """Cross-entropy on class ids or mixed (B, K) targets; metrics see the logits and the dominant
+        class."""
+        logits = self.forward_batch(batch).float()  # (B, K)
+        targets = batch["labels"]  # (B,) class ids, or (B, K) probabilities when mixed
+        smoothing = self.label_smoothing if self.training else 0.0
+        loss = nn.functional.cross_entropy(logits, targets, label_smoothing=smoothing)
+        hard = targets if targets.ndim == 1 else targets.argmax(-1)
+        return {"loss": loss, "preds": logits.detach(), "targets": hard}
+
+    def make_metrics(self) -> dict[str, Metric]:
+        """Top-1 accuracy, macro-F1, and top-5 accuracy when there are more than 5 classes."""
+        n = len(self.vocabulary)
+        metrics: dict[str, Metric] = {
+            "acc": MulticlassAccuracy(n, average="micro"),
+            "f1_macro": MulticlassF1Score(n, average="macro"),
+        }
+        if n >= TOP5_MIN_CLASSES:
+            metrics["top5_acc"] = MulticlassAccuracy(n, top_k=5, average="micro")
+        return metrics
+
+    def label_names(self) -> list[str] | None:
+        """Class names for the per-class report and confusion matrix."""
+        return None if self.vocabulary is None else list(self.vocabulary.names)
+
+    def batch_tokens(self, batch: dict[str, Any]) -> int:
+        """Positions the encoder sees: [CLS] + patches per image."""
+        pixels = batch["pixels"]  # (B, C, H, W)
+        patch = self.net.cfg.patch_size
+        return pixels.shape[0] * (1 + (pixels.shape[-2] // patch) * (pixels.shape[-1] // patch))
+
+    # --- prediction ----------------------------------------------------------------------------------
+    def predict_step(self, batch: dict[str, Any], batch_idx: int) -> list[dict[str, Any]]:
+        """Each image's path, predicted label and the top-k labels' probabilities."""
+        probs = self.forward_batch(batch).float().softmax(-1)  # (B, K)
+        top = probs.topk(min(self.top_k, probs.shape[-1]), dim=-1)
+        out = []
+        for path, values, ids in zip(batch["paths"], top.values, top.indices, strict=True):
+            scores = {
+                self.vocabulary.names[i]: round(float(v), 6)
+                for v, i in zip(values, ids.tolist(), strict=True)
+            }
+            out.append({"path": path, "label": self.vocabulary.names[int(ids[0])], "probabilities": scores})
+        return out
