@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,3 +28,15 @@ def config_runner(
         return root
 
     return run
+
+
+def last_metrics(run: Path, stage: str = "val") -> dict[str, float]:
+    """The last logged value of each `stage/...` metric in the run's metrics.csv."""
+    found: dict[str, float] = {}
+    for path in sorted(run.rglob("metrics.csv")):
+        with path.open(encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                for key, value in row.items():
+                    if key.startswith(f"{stage}/") and value:
+                        found[key] = float(value)
+    return found

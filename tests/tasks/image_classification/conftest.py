@@ -118,15 +118,3 @@ def folders(tmp_path: Path) -> dict[str, Path]:
 def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
     """Write a tiny config (model and data overrides) and run `tetraformer SUBCOMMAND -c it ARGS...`."""
     return config_runner(tmp_path, monkeypatch, tiny_config)
-
-
-def last_metrics(run: Path, stage: str = "val") -> dict[str, float]:
-    """The last logged value of each `stage/...` metric in the run's metrics.csv."""
-    found: dict[str, float] = {}
-    for path in sorted(run.rglob("metrics.csv")):
-        with path.open(encoding="utf-8") as f:
-            for row in csv.DictReader(f):
-                for key, value in row.items():
-                    if key.startswith(f"{stage}/") and value:
-                        found[key] = float(value)
-    return found

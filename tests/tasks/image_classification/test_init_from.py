@@ -10,7 +10,7 @@ import torch
 import transformers
 
 from tasks.image_classification.module import ImageClassification
-from tests.tasks.image_classification.conftest import last_metrics
+from tests.cli_runner import last_metrics
 from tetraformer.core import resize_position_grid
 from tetraformer.data import LabelVocabulary
 from tetraformer.training.checkpoint import load_task_module

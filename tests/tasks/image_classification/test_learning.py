@@ -12,7 +12,8 @@ import transformers
 import yaml
 from PIL import Image
 
-from tests.tasks.image_classification.conftest import QUADRANTS, last_metrics, tiny_config, write_folder
+from tests.cli_runner import last_metrics
+from tests.tasks.image_classification.conftest import QUADRANTS, tiny_config, write_folder
 from tetraformer.cli import main
 from tetraformer.training.checkpoint import load_task_module
 

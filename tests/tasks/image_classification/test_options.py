@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.tasks.image_classification.conftest import last_metrics
+from tests.cli_runner import last_metrics
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
 from tetraformer.training.checkpoint import load_task_module
 

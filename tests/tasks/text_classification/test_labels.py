@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.tasks.text_classification.conftest import FILLER, WORDS, last_metrics, write_csv, write_jsonl
+from tests.cli_runner import last_metrics
+from tests.tasks.text_classification.conftest import FILLER, WORDS, write_csv, write_jsonl
 from tetraformer.cli import main
 from tetraformer.training.checkpoint import load_task_module
 

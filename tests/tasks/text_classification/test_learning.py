@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tasks.text_classification.conftest import last_metrics
+from tests.cli_runner import last_metrics
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,6 @@ from pathlib import Path
 import pytest
 
 from tests.cli_runner import config_runner
-from tests.tasks.text_classification.conftest import last_metrics
-
-__all__ = ["last_metrics"]  # shared with the text-classification tests
 
 # a learnable tagging fixture: names (a first name, sometimes a surname) and cities among filler words
 FIRST, SURNAMES = ["anna", "boris", "carla", "dmitri"], ["smith", "jones", "novak"]
