@@ -31,12 +31,23 @@ log = logging.getLogger(__name__)
 
 
 class Throughput(Callback):
-    """Logs train/tokens_per_s over each logging interval, and train/mfu when the device peak is known."""
+    """Logs train/tokens_per_s over each logging interval, train/mfu when the device peak is known, and
+    time/elapsed_s (wall seconds since fit start) with each validation, to plot metrics against wall-clock time."""
 
     def __init__(self, peak_tflops: float | None = None) -> None:
         self.peak_flops = peak_tflops * 1e12 if peak_tflops else None
         self.tokens, self.start = 0, None
         self.flops_per_token = 0.0
+        self.fit_start: float | None = None
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Start the wall clock that time/elapsed_s reads."""
+        self.fit_start = time.perf_counter()
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Log the wall seconds since fit start on the validation's row (not in sanity checks or alone)."""
+        if self.fit_start is not None and not trainer.sanity_checking:
+            pl_module.log("time/elapsed_s", time.perf_counter() - self.fit_start, on_step=False, on_epoch=True)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: Any) -> None:
         """Count the model's training FLOPs per token once, on a meta-device twin (unaffected by sharding)."""
