@@ -187,3 +187,12 @@ def test_validation_rows_carry_elapsed_seconds(run_cli: Callable[..., Path], tex
     elapsed = [float(r["time/elapsed_s"]) for r in rows]
     assert len(elapsed) == 2  # validations at steps 5 and 10
     assert 0.0 < elapsed[0] < elapsed[1]
+
+
+def test_max_tokens_stops_after_the_batch_that_reaches_it(run_cli: Callable[..., Path], text_file: Path) -> None:
+    """`--run.max_tokens N` stops at the first step whose tokens reach N; checkpoints count the run's tokens."""
+    run = run_cli("fit", "--run.max_tokens", "300", train_path=str(text_file), documents="line")
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    seen = ckpt["callbacks"]["Throughput"]["tokens_seen"]
+    assert ckpt["global_step"] == 3  # 8 blocks of 16 tokens a step: 256 < 300 <= 384
+    assert seen == 3 * 8 * 16
