@@ -99,7 +99,9 @@ def _table(
         best = (min if better == "min" else max)(numbers) if better and numbers else None
         for row, (mean, text) in zip(rows, cells, strict=True):
             row.append(f"**{text}**" if best is not None and mean == best else text)
-    return ["variant", count, *(title for title, _, _ in metrics)], rows
+    columns = ["variant", count, *(title for title, _, _ in metrics)]
+    kept = [i for i, _ in enumerate(columns) if i < 2 or any(row[i] for row in rows)]  # drop unmeasured columns
+    return [columns[i] for i in kept], [[row[i] for i in kept] for row in rows]
 
 
 def _summary(values: list[Any]) -> tuple[float | str | None, str]:
@@ -115,8 +117,8 @@ def _summary(values: list[Any]) -> tuple[float | str | None, str]:
 
 
 def _number(value: float) -> str:
-    """Four significant digits; large counts as integers with thousands separators."""
-    return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.4g}"
+    """Whole numbers and large values with thousands separators, others with four significant digits."""
+    return f"{value:,.0f}" if value.is_integer() or abs(value) >= 10_000 else f"{value:#.4g}"
 
 
 def _better(metric: str, monitor: str, mode: str) -> str:
