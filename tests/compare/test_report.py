@@ -43,8 +43,8 @@ def results(tmp_path: Path) -> list[RunResult]:
     return [
         fake_run(tmp_path, "alibi", 0, [2.0, 1.5, 1.0], tokens_per_s=100.0, wall_s=70.0),
         fake_run(tmp_path, "alibi", 1, [2.1, 1.6, 1.2], tokens_per_s=120.0, wall_s=74.0),
-        fake_run(tmp_path, "learned", 0, [2.2, 1.9, 1.7], tokens_per_s=200.0, wall_s=50.0),
-        fake_run(tmp_path, "learned", 1, [2.3, 2.0, 1.9], tokens_per_s=220.0, wall_s=52.0),
+        fake_run(tmp_path, "learned", 0, [2.2, 1.9, 1.7], tokens_per_s=200.0, wall_s=50.0, peak_memory_mb=1637.2),
+        fake_run(tmp_path, "learned", 1, [2.3, 2.0, 1.9], tokens_per_s=220.0, wall_s=52.0, peak_memory_mb=1637.0),
         RunResult(variant="learned", seed=2, run_dir=str(tmp_path / "learned/seed2"), status="failed",
                   error="RuntimeError: out of memory"),
     ]  # fmt: skip
@@ -99,6 +99,7 @@ def test_results_md_means_stds_and_best(tmp_path: Path, results: list[RunResult]
     assert rows["alibi"]["test/loss"].startswith("**")
     assert rows["learned"]["tokens_per_s"] == "**210 ± 14.14**"
     assert rows["alibi"]["tokens_per_s"] == "110 ± 14.14"
+    assert rows["alibi"]["wall_s"] == "72 ± 2.828" and rows["learned"]["peak_memory_mb"] == "1637 ± 0.1414"
     assert rows["learned"]["wall_s"].startswith("**") and not rows["alibi"]["wall_s"].startswith("**")
     assert "**" not in rows["alibi"]["params"] + rows["learned"]["params"]  # size is not ranked
     assert "mfu" not in rows["alibi"]  # measured by no run

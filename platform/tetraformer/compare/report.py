@@ -118,7 +118,7 @@ def _summary(values: list[Any]) -> tuple[float | str | None, str]:
 
 def _number(value: float) -> str:
     """Whole numbers and large values with thousands separators, others with four significant digits."""
-    return f"{value:,.0f}" if value.is_integer() or abs(value) >= 10_000 else f"{value:#.4g}"
+    return f"{value:,.0f}" if value.is_integer() or abs(value) >= 10_000 else f"{value:#.4g}".rstrip(".")
 
 
 def _better(metric: str, monitor: str, mode: str) -> str:
