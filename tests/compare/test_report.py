@@ -132,6 +132,8 @@ def test_extrapolation_table(tmp_path: Path) -> None:
     assert rows["rotary"]["2x"] == "**1.500**" and rows["learned"]["4x"] == reason
     with (tmp_path / "out" / "results.csv").open(newline="") as f:
         assert next(csv.DictReader(f))["extrapolation/4x"] == "2.5"
+    with Image.open(tmp_path / "out" / "extrapolation.png") as image:
+        assert image.format == "PNG"
 
 
 def test_wandb_summary_run_offline(tmp_path: Path, results: list[RunResult]) -> None:

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tetraformer.compare.curves import mean_curve, monitor_curve
 from tetraformer.compare.result import RunResult
 from tetraformer.training import loggers
@@ -177,7 +179,25 @@ def write_plots(out_dir: Path, done: list[RunResult]) -> list[Path]:
         cells = [_spread([getattr(r, key) for r in runs]) for runs in groups.values()]
         paths.append(bars_png(list(groups), [m for m, _ in cells], [s for _, s in cells], out_dir / f"{stem}.png",
                               label, f"{label} (mean ± std over seeds)"))  # fmt: skip
+    if any(r.extrapolation for r in done):
+        paths.append(extrapolation_png(out_dir / "extrapolation.png", groups))
     return paths
+
+
+def extrapolation_png(path: Path, groups: dict[str, list[RunResult]]) -> Path:
+    """Validation loss against the length factor per variant (mean ± std over seeds), where it was measured."""
+    curves = {}
+    for variant, runs in groups.items():
+        measured = [m for m in (_measured_factors(r.extrapolation or {}) for r in runs) if m[0].size]
+        if measured:
+            curves[variant] = [mean_curve(measured)]
+    return curves_png(curves, path, "length / training length", "validation loss", "length extrapolation")
+
+
+def _measured_factors(losses: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(factors, losses) of the lengths a model could take ("2x" -> 2), the "n/a" ones left out."""
+    found = {int(k.rstrip("x")): v for k, v in losses.items() if isinstance(v, float)}
+    return np.array(list(found), dtype=np.int64), np.array(list(found.values()), dtype=np.float64)
 
 
 def _spread(values: list[float | None]) -> tuple[float, float]:
