@@ -16,8 +16,8 @@ import yaml
 from tests.tasks.language_modeling.conftest import TEXT, tiny_config
 from tetraformer.cli import main
 from tetraformer.compare.result import RESULT_FILE, RunResult, read_result
-from tetraformer.compare.runner import Launched, launch, run_comparison
-from tetraformer.compare.spec import load_spec
+from tetraformer.compare.runner import Launched, budget_flags, fit_args, launch, run_comparison, unchanged
+from tetraformer.compare.spec import Budget, load_spec
 
 VARIANTS = [
     {"name": "rotary", "overrides": {"model.init_args.arch.position": "rotary"}},
@@ -52,8 +52,10 @@ def write_comparison(root: Path, variants: list[dict[str, Any]], **fields: Any) 
 
 
 @pytest.fixture(scope="module")
-def compared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[RunResult], CountingLauncher]]:
-    """Two tiny LM variants and one whose override is invalid, run once with test metrics (shared, read-only)."""
+def compared(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, list[RunResult], CountingLauncher]]:
+    """Two tiny LM variants and one whose override is invalid, run once with tests (shared, read-only)."""
     root = tmp_path_factory.mktemp("compare")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("WANDB_MODE", "disabled")
@@ -63,10 +65,16 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, l
         yield root, results, launcher
 
 
-def test_each_run_writes_a_result_with_the_schema(compared: tuple[Path, list[RunResult], CountingLauncher]) -> None:
-    """Every finished run has OUT/<variant>/seed0/result.json with every RunResult key and real measurements."""
+def test_each_run_writes_a_result_with_the_schema(
+    compared: tuple[Path, list[RunResult], CountingLauncher],
+) -> None:
+    """Every finished run has OUT/<variant>/seed0/result.json with all RunResult keys, measured."""
     root, results, launcher = compared
-    assert [(r.variant, r.status) for r in results] == [("rotary", "done"), ("alibi", "done"), ("broken", "failed")]
+    assert [(r.variant, r.status) for r in results] == [
+        ("rotary", "done"),
+        ("alibi", "done"),
+        ("broken", "failed"),
+    ]
     keys = {f.name for f in dataclasses.fields(RunResult)}
     for result in results[:2]:
         run_dir = root / "out" / result.variant / "seed0"
@@ -118,7 +126,7 @@ def test_a_restart_skips_finished_runs_and_reruns_failed_ones(
 def test_compare_command_reports_every_run(
     compared: tuple[Path, list[RunResult], CountingLauncher], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`tetraformer compare -c FILE --budget.max_steps 4 --seeds 1 --out DIR` skips done runs and reports them."""
+    """`tetraformer compare -c FILE --budget.max_steps 4 --seeds 1 --out DIR`: skips done runs, reports."""
     root, results, _ = compared
     reported: list[tuple[Path, list[RunResult]]] = []
     report = types.ModuleType("tetraformer.compare.report")
@@ -128,3 +136,38 @@ def test_compare_command_reports_every_run(
     path.write_text(yaml.safe_dump({"base": "base.yaml", "variants": VARIANTS, "budget": {"max_steps": 99}}))
     main(["compare", "-c", str(path), "--budget.max_steps", "4", "--seeds", "1", "--out", str(root / "out")])
     assert reported == [(root / "out", results[:2])]
+
+
+def test_a_done_run_with_changed_settings_runs_again(
+    compared: tuple[Path, list[RunResult], CountingLauncher],
+) -> None:
+    """A restart skips a done run only when its fit command line (overrides, seed, budget) is unchanged."""
+    root, _, _ = compared
+    spec = load_spec(root / "tiny_lm.yaml")
+    run_dir = root / "out" / "rotary" / "seed0"
+    assert unchanged(run_dir, fit_args(spec, spec.variants[0], 0, run_dir))
+    longer = load_spec(root / "tiny_lm.yaml", budget={"max_steps": 8})
+    assert not unchanged(run_dir, fit_args(longer, longer.variants[0], 0, run_dir))
+    assert not unchanged(run_dir, fit_args(spec, spec.variants[0], 1, run_dir))
+
+
+@pytest.mark.parametrize(
+    ("budget", "expected"),
+    [
+        (
+            Budget(max_steps=7),
+            {"--trainer.max_steps": "7", "--trainer.max_epochs": "-1", "--trainer.max_time": "null"},
+        ),
+        (Budget(max_time="00:02:00"), {"--trainer.max_steps": "-1", "--trainer.max_time": "00:02:00"}),
+        (
+            Budget(tokens=5000),
+            {"--trainer.max_steps": "-1", "--trainer.max_time": "null", "--run.max_tokens": "5000"},
+        ),
+    ],
+)
+def test_budget_flags_leave_no_other_limit(budget: Budget, expected: dict[str, str]) -> None:
+    """Each budget sets its own limit and lifts the base config's others (epochs, steps, time)."""
+    flags = budget_flags(budget)
+    given = dict(zip(flags[::2], flags[1::2], strict=True))
+    assert given["--trainer.max_epochs"] == "-1"
+    assert expected.items() <= given.items()

@@ -1,4 +1,4 @@
-"""`tetraformer compare -c COMPARISON.yaml [--budget.* ...] [--seeds N] [--out DIR]`: runs, then the report."""
+"""`tetraformer compare -c COMPARISON.yaml [--budget.* ...] [--seeds N] [--out DIR]`: runs and report."""
 
 from __future__ import annotations
 
@@ -17,13 +17,15 @@ def compare_main(argv: list[str]) -> None:
     """Parse the command line, run every variant x seed not done yet, and write the comparison's report."""
     parser = CommandParser(
         prog="tetraformer compare",
-        description="Train variants of a config on equal budgets, with repeated seeds, and report them side by side.",
+        description="Train variants of a config on equal budgets and seeds, and report them side by side.",
     )
     parser.add_argument("-c", "--config", type=Path, required=True, help="the comparison file (YAML)")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--budget.max_steps", dest="max_steps", type=int, help="optimizer steps per run")
     budget.add_argument("--budget.max_time", dest="max_time", help="wall time per run, HH:MM:SS")
-    budget.add_argument("--budget.tokens", dest="tokens", type=int, help="training tokens (or images) per run")
+    budget.add_argument(
+        "--budget.tokens", dest="tokens", type=int, help="training tokens (or images) per run"
+    )
     parser.add_argument("--seeds", type=int, help="number of seeds (0..N-1) instead of the file's")
     parser.add_argument("--out", type=Path, help=f"output folder (default {DEFAULT_OUT}/<comparison name>)")
     args = parser.parse_args(argv)
