@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
-import sys
-import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +58,7 @@ def compared(
     root = tmp_path_factory.mktemp("compare")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("WANDB_MODE", "disabled")
-        spec = load_spec(write_comparison(root, [*VARIANTS, BROKEN], test=True))
+        spec = load_spec(write_comparison(root, [*VARIANTS, BROKEN], test=True, extrapolation=[1, 2]))
         launcher = CountingLauncher()
         results = run_comparison(spec, root / "out", launcher)
         yield root, results, launcher
@@ -86,6 +85,8 @@ def test_each_run_writes_a_result_with_the_schema(
         assert result.params > 0 and result.flops_per_token > 6 * result.params / 2
         assert result.tokens_per_s and result.tokens_per_s > 0 and result.peak_memory_mb > 50
         assert "test/loss" in result.test and result.wall_s > 0
+        assert result.extrapolation is not None and set(result.extrapolation) == {"1x", "2x"}
+        assert all(isinstance(loss, float) and loss > 0 for loss in result.extrapolation.values())
     assert results[1].params < results[0].params  # alibi's override of n_layers reached its run
     assert [args[0] for args in launcher.commands] == ["fit", "test", "fit", "test", "fit"]
 
@@ -127,15 +128,27 @@ def test_compare_command_reports_every_run(
     compared: tuple[Path, list[RunResult], CountingLauncher], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`tetraformer compare -c FILE --budget.max_steps 4 --seeds 1 --out DIR`: skips done runs, reports."""
-    root, results, _ = compared
-    reported: list[tuple[Path, list[RunResult]]] = []
-    report = types.ModuleType("tetraformer.compare.report")
-    report.write_report = lambda out, runs: reported.append((out, runs))  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tetraformer.compare.report", report)
+    root, _, _ = compared
+    launched = CountingLauncher()
+    monkeypatch.setattr("tetraformer.compare.command.run_comparison", counted_comparison(launched))
+    spec = {"base": "base.yaml", "variants": VARIANTS, "budget": {"max_steps": 99}, "extrapolation": [1, 2]}
     path = root / "done_only.yaml"
-    path.write_text(yaml.safe_dump({"base": "base.yaml", "variants": VARIANTS, "budget": {"max_steps": 99}}))
-    main(["compare", "-c", str(path), "--budget.max_steps", "4", "--seeds", "1", "--out", str(root / "out")])
-    assert reported == [(root / "out", results[:2])]
+    path.write_text(yaml.safe_dump(spec))
+    out = root / "out"
+    main(["compare", "-c", str(path), "--budget.max_steps", "4", "--seeds", "1", "--out", str(out)])
+    assert launched.commands == []
+    with (out / "results.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["variant"], r["seed"], r["status"]) for r in rows] == [
+        ("rotary", "0", "done"),
+        ("alibi", "0", "done"),
+    ]
+    assert "| alibi |" in (out / "results.md").read_text().replace("**", "")
+
+
+def counted_comparison(launcher: CountingLauncher) -> Callable[..., list[RunResult]]:
+    """run_comparison with `launcher` starting its runs."""
+    return lambda spec, out: run_comparison(spec, out, launcher)
 
 
 def test_a_done_run_with_changed_settings_runs_again(

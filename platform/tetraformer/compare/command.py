@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from tetraformer.commands import CommandParser
+from tetraformer.compare.report import write_report
 from tetraformer.compare.runner import run_comparison
 from tetraformer.compare.spec import load_spec
+from tetraformer.training.loggers import WandbMode
 
 log = logging.getLogger(__name__)
 DEFAULT_OUT = Path("runs") / "compare"
@@ -38,9 +43,14 @@ def compare_main(argv: list[str]) -> None:
         spec.name, len(spec.variants), len(spec.seeds), spec.budget.describe(), out,
     )  # fmt: skip
     results = run_comparison(spec, out)
-    from tetraformer.compare.report import write_report
-
-    write_report(out, results)
+    write_report(out, results, spec.name, base_wandb_mode(spec.base))
     failed = [f"{r.variant}/seed{r.seed}: {r.error}" for r in results if not r.done]
     if failed:
         log.warning("%d of %d runs failed:\n  %s", len(failed), len(results), "\n  ".join(failed))
+
+
+def base_wandb_mode(base: Path) -> WandbMode:
+    """The base config's `run.wandb` (default auto): the report's W&B summary run goes where the runs go."""
+    config: Any = yaml.safe_load(base.read_text(encoding="utf-8")) or {}
+    run = config.get("run") if isinstance(config, dict) else None
+    return run.get("wandb", "auto") if isinstance(run, dict) else "auto"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tetraformer.compare.extrapolation import extrapolate
 from tetraformer.compare.measure import measure_run
 from tetraformer.compare.result import RunResult, read_result, write_result
 from tetraformer.compare.spec import Budget, ComparisonSpec, Variant
@@ -114,6 +115,8 @@ def run_one(
     result = RunResult(variant.name, seed, str(run_dir), "done", overrides=dict(variant.overrides))
     try:
         measure_run(result, run_dir, peak_rss)
+        if spec.extrapolation:
+            result.extrapolation = extrapolate(run_dir, spec.extrapolation)
     except (OSError, KeyError, ValueError) as err:
         return failed(variant, seed, run_dir, f"measuring: {err}", time.perf_counter() - start)
     result.wall_s = time.perf_counter() - start
@@ -164,7 +167,7 @@ def unchanged(run_dir: Path, args: list[str]) -> bool:
     path = run_dir / COMMAND_FILE
     if path.is_file() and training_args(json.loads(path.read_text(encoding="utf-8"))) == training_args(args):
         return True
-    log.info("%s: its settings changed since it ran (base, overrides, seed or budget): running it again", run_dir)
+    log.info("%s: its base, overrides, seed or budget changed since it ran: running it again", run_dir)
     return False
 
 
