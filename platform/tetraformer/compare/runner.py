@@ -72,22 +72,16 @@ def override_flags(overrides: dict[str, Any]) -> list[str]:
 
 def fit_args(spec: ComparisonSpec, variant: Variant, seed: int, run_dir: Path) -> list[str]:
     """The `tetraformer fit` command line of one run."""
-    args = [
-        "fit",
-        "-c",
-        str(spec.base.resolve()),
-        *override_flags(variant.overrides),
-        "--seed_everything",
-        str(seed),
-    ]
-    args += ["--trainer.default_root_dir", str(run_dir), "--run.group", spec.name]
-    args += ["--run.name", f"{spec.name}/{variant.name}/seed{seed}", *budget_flags(spec.budget)]
+    args = ["fit", "-c", str(spec.base.resolve()), *override_flags(variant.overrides)]
+    args += ["--seed_everything", str(seed), "--trainer.default_root_dir", str(run_dir)]
+    args += ["--run.group", spec.name, "--run.name", f"{spec.name}/{variant.name}/seed{seed}"]
+    args += budget_flags(spec.budget)
     if spec.peak_tflops is not None:
         args += ["--run.peak_tflops", str(spec.peak_tflops)]
     return args
 
 
-def test_args(spec: ComparisonSpec, run_dir: Path) -> list[str]:
+def testing_args(spec: ComparisonSpec, run_dir: Path) -> list[str]:
     """The `tetraformer test` command line on a run's best checkpoint (which holds its config)."""
     ckpt = run_dir / "checkpoints" / "best.ckpt"
     return ["test", "--ckpt_path", str(ckpt), "--run.group", spec.name]
@@ -101,12 +95,12 @@ def run_one(
         shutil.rmtree(run_dir)  # an incomplete or failed run starts again from nothing
     run_dir.mkdir(parents=True)
     start = time.perf_counter()
-    steps = [fit_args(spec, variant, seed, run_dir)] + ([test_args(spec, run_dir)] if spec.test else [])
+    steps = [fit_args(spec, variant, seed, run_dir)] + ([testing_args(spec, run_dir)] if spec.test else [])
     (run_dir / COMMAND_FILE).write_text(json.dumps(steps[0]), encoding="utf-8")
     peak_rss = 0.0
     for args in steps:
         launched = launcher(args, run_dir / FIT_LOG)
-        peak_rss = max(peak_rss, launched.peak_rss_mb)
+        peak_rss = peak_rss or launched.peak_rss_mb  # the training process's, not the test's
         if launched.returncode != 0:
             log.warning("%s seed %d failed (%s): %s", variant.name, seed, args[0], launched.last_line)
             return failed(
