@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
-import sys
-import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,8 @@ import yaml
 from tests.tasks.language_modeling.conftest import TEXT, tiny_config
 from tetraformer.cli import main
 from tetraformer.compare.result import RESULT_FILE, RunResult, read_result
-from tetraformer.compare.runner import Launched, launch, run_comparison
-from tetraformer.compare.spec import load_spec
+from tetraformer.compare.runner import Launched, budget_flags, fit_args, launch, run_comparison, unchanged
+from tetraformer.compare.spec import Budget, load_spec
 
 VARIANTS = [
     {"name": "rotary", "overrides": {"model.init_args.arch.position": "rotary"}},
@@ -52,21 +51,29 @@ def write_comparison(root: Path, variants: list[dict[str, Any]], **fields: Any) 
 
 
 @pytest.fixture(scope="module")
-def compared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[RunResult], CountingLauncher]]:
-    """Two tiny LM variants and one whose override is invalid, run once with test metrics (shared, read-only)."""
+def compared(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, list[RunResult], CountingLauncher]]:
+    """Two tiny LM variants and one whose override is invalid, run once with tests (shared, read-only)."""
     root = tmp_path_factory.mktemp("compare")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("WANDB_MODE", "disabled")
-        spec = load_spec(write_comparison(root, [*VARIANTS, BROKEN], test=True))
+        spec = load_spec(write_comparison(root, [*VARIANTS, BROKEN], test=True, extrapolation=[1, 2]))
         launcher = CountingLauncher()
         results = run_comparison(spec, root / "out", launcher)
         yield root, results, launcher
 
 
-def test_each_run_writes_a_result_with_the_schema(compared: tuple[Path, list[RunResult], CountingLauncher]) -> None:
-    """Every finished run has OUT/<variant>/seed0/result.json with every RunResult key and real measurements."""
+def test_each_run_writes_a_result_with_the_schema(
+    compared: tuple[Path, list[RunResult], CountingLauncher],
+) -> None:
+    """Every finished run has OUT/<variant>/seed0/result.json with all RunResult keys, measured."""
     root, results, launcher = compared
-    assert [(r.variant, r.status) for r in results] == [("rotary", "done"), ("alibi", "done"), ("broken", "failed")]
+    assert [(r.variant, r.status) for r in results] == [
+        ("rotary", "done"),
+        ("alibi", "done"),
+        ("broken", "failed"),
+    ]
     keys = {f.name for f in dataclasses.fields(RunResult)}
     for result in results[:2]:
         run_dir = root / "out" / result.variant / "seed0"
@@ -78,6 +85,8 @@ def test_each_run_writes_a_result_with_the_schema(compared: tuple[Path, list[Run
         assert result.params > 0 and result.flops_per_token > 6 * result.params / 2
         assert result.tokens_per_s and result.tokens_per_s > 0 and result.peak_memory_mb > 50
         assert "test/loss" in result.test and result.wall_s > 0
+        assert result.extrapolation is not None and set(result.extrapolation) == {"1x", "2x"}
+        assert all(isinstance(loss, float) and loss > 0 for loss in result.extrapolation.values())
     assert results[1].params < results[0].params  # alibi's override of n_layers reached its run
     assert [args[0] for args in launcher.commands] == ["fit", "test", "fit", "test", "fit"]
 
@@ -118,13 +127,60 @@ def test_a_restart_skips_finished_runs_and_reruns_failed_ones(
 def test_compare_command_reports_every_run(
     compared: tuple[Path, list[RunResult], CountingLauncher], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`tetraformer compare -c FILE --budget.max_steps 4 --seeds 1 --out DIR` skips done runs and reports them."""
-    root, results, _ = compared
-    reported: list[tuple[Path, list[RunResult]]] = []
-    report = types.ModuleType("tetraformer.compare.report")
-    report.write_report = lambda out, runs: reported.append((out, runs))  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tetraformer.compare.report", report)
+    """`tetraformer compare -c FILE --budget.max_steps 4 --seeds 1 --out DIR`: skips done runs, reports."""
+    root, _, _ = compared
+    launched = CountingLauncher()
+    monkeypatch.setattr("tetraformer.compare.command.run_comparison", counted_comparison(launched))
+    spec = {"base": "base.yaml", "variants": VARIANTS, "budget": {"max_steps": 99}, "extrapolation": [1, 2]}
     path = root / "done_only.yaml"
-    path.write_text(yaml.safe_dump({"base": "base.yaml", "variants": VARIANTS, "budget": {"max_steps": 99}}))
-    main(["compare", "-c", str(path), "--budget.max_steps", "4", "--seeds", "1", "--out", str(root / "out")])
-    assert reported == [(root / "out", results[:2])]
+    path.write_text(yaml.safe_dump(spec))
+    out = root / "out"
+    main(["compare", "-c", str(path), "--budget.max_steps", "4", "--seeds", "1", "--out", str(out)])
+    assert launched.commands == []
+    with (out / "results.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["variant"], r["seed"], r["status"]) for r in rows] == [
+        ("rotary", "0", "done"),
+        ("alibi", "0", "done"),
+    ]
+    assert "| alibi |" in (out / "results.md").read_text().replace("**", "")
+
+
+def counted_comparison(launcher: CountingLauncher) -> Callable[..., list[RunResult]]:
+    """run_comparison with `launcher` starting its runs."""
+    return lambda spec, out: run_comparison(spec, out, launcher)
+
+
+def test_a_done_run_with_changed_settings_runs_again(
+    compared: tuple[Path, list[RunResult], CountingLauncher],
+) -> None:
+    """A restart skips a done run only when its fit command line (overrides, seed, budget) is unchanged."""
+    root, _, _ = compared
+    spec = load_spec(root / "tiny_lm.yaml")
+    run_dir = root / "out" / "rotary" / "seed0"
+    assert unchanged(run_dir, fit_args(spec, spec.variants[0], 0, run_dir))
+    longer = load_spec(root / "tiny_lm.yaml", budget={"max_steps": 8})
+    assert not unchanged(run_dir, fit_args(longer, longer.variants[0], 0, run_dir))
+    assert not unchanged(run_dir, fit_args(spec, spec.variants[0], 1, run_dir))
+
+
+@pytest.mark.parametrize(
+    ("budget", "expected"),
+    [
+        (
+            Budget(max_steps=7),
+            {"--trainer.max_steps": "7", "--trainer.max_epochs": "-1", "--trainer.max_time": "null"},
+        ),
+        (Budget(max_time="00:02:00"), {"--trainer.max_steps": "-1", "--trainer.max_time": "00:02:00"}),
+        (
+            Budget(tokens=5000),
+            {"--trainer.max_steps": "-1", "--trainer.max_time": "null", "--run.max_tokens": "5000"},
+        ),
+    ],
+)
+def test_budget_flags_leave_no_other_limit(budget: Budget, expected: dict[str, str]) -> None:
+    """Each budget sets its own limit and lifts the base config's others (epochs, steps, time)."""
+    flags = budget_flags(budget)
+    given = dict(zip(flags[::2], flags[1::2], strict=True))
+    assert given["--trainer.max_epochs"] == "-1"
+    assert expected.items() <= given.items()

@@ -22,7 +22,7 @@ def write_spec(tmp_path: Path, **fields: Any) -> Path:
 
 
 def test_named_variants_seeds_and_budget(tmp_path: Path) -> None:
-    """Named override sets keep their order; `seeds: 3` is seeds 0, 1, 2; the base resolves next to the file."""
+    """Named override sets keep their order; `seeds: 3` is seeds 0, 1, 2; base is next to the file."""
     variants = [{"name": "alibi", "overrides": {"model.arch.position": "alibi"}}, {"name": "rope"}]
     spec = load_spec(write_spec(tmp_path, variants=variants, seeds=3, test=True))
     assert [v.name for v in spec.variants] == ["alibi", "rope"]
@@ -65,6 +65,8 @@ def test_flags_replace_the_files_budget_and_seeds(tmp_path: Path) -> None:
         ({"budget": {"max_time": "soon"}}, "budget.max_time: expected HH:MM:SS"),
         ({"seeds": 0}, "seeds: expected a positive count"),
         ({"bogus": 1}, "unknown key 'bogus'"),
+        ({"extrapolation": [1, "2x"]}, "extrapolation: expected a list of positive integers"),
+        ({"peak_tflops": -1}, "peak_tflops: expected a positive number"),
     ],
 )
 def test_mistakes_are_one_line_errors_naming_file_and_key(

@@ -36,9 +36,7 @@ class RunResult:
     steps: int = 0  # optimizer steps done
     tokens: int = 0  # training tokens (or images) seen
     overrides: dict[str, Any] = field(default_factory=dict)  # the variant's dotted-key overrides
-    extrapolation: dict[str, float] | None = (
-        None  # LM validation loss per length factor: {"1x": ..., "2x": ...}
-    )
+    extrapolation: dict[str, float | str] | None = None  # LM val loss per length: {"1x": 1.4, "4x": "n/a"}
 
     @property
     def done(self) -> bool:

@@ -72,8 +72,8 @@ def load_spec(path: Path, budget: dict[str, Any] | None = None, seeds: int | Non
         seeds=seed_list(path, data.get("seeds", 1) if seeds is None else seeds),
         budget=parse_budget(path, budget if budget else data.get("budget")),
         test=bool(data.get("test", False)),
-        extrapolation=data.get("extrapolation"),
-        peak_tflops=data.get("peak_tflops"),
+        extrapolation=extrapolation_factors(path, data.get("extrapolation")),
+        peak_tflops=positive_number(path, "peak_tflops", data.get("peak_tflops")),
     )
 
 
@@ -177,6 +177,30 @@ def parse_budget(path: Path, budget: Any) -> Budget:
     if key == "max_time":
         if not isinstance(value, str) or not re.fullmatch(r"(\d+:)?\d+:\d+:\d+", value):
             raise ConfigError(f"{path}: budget.max_time: expected HH:MM:SS or DD:HH:MM:SS, got {value!r}")
-    elif not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+    elif not _positive_int(value):
         raise ConfigError(f"{path}: budget.{key}: expected a positive integer, got {value!r}")
     return Budget(**{key: value})
+
+
+def extrapolation_factors(path: Path, factors: Any) -> list[int] | None:
+    """`extrapolation: [1, 2, 4]`: positive whole multiples of the training length."""
+    if factors is None:
+        return None
+    if not isinstance(factors, list) or not factors or not all(_positive_int(f) for f in factors):
+        raise ConfigError(
+            f"{path}: extrapolation: expected a list of positive integers like [1, 2, 4], got {factors!r}"
+        )
+    return factors
+
+
+def positive_number(path: Path, key: str, value: Any) -> float | None:
+    """An optional positive number."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"{path}: {key}: expected a positive number, got {value!r}")
+    return float(value)
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
