@@ -30,7 +30,8 @@ DESCRIPTION = """Train and use Transformers from one core.
 Lightning subcommands: fit, validate, test, predict (each takes -c CONFIG and --section.key=value).
 Other commands: `tetraformer generate --ckpt PATH --prompt TEXT`, `tetraformer tokenizer train ...`,
 `tetraformer convert from-hf SRC_DIR OUT_CKPT | to-hf CKPT OUT_DIR`,
-`tetraformer attention --ckpt PATH (--image FILE | --text TEXT)` (run each with --help)."""
+`tetraformer attention --ckpt PATH (--image FILE | --text TEXT)`,
+`tetraformer compare -c COMPARISON.yaml [--budget.max_steps N] [--seeds N] [--out DIR]` (run each with --help)."""
 
 
 class LogConfigCallback(SaveConfigCallback):

@@ -1,4 +1,4 @@
-"""Commands beside the Lightning subcommands: `generate`, `tokenizer train`, `convert` and `attention`."""
+"""Commands beside the Lightning subcommands: `generate`, `tokenizer train`, `convert`, `attention`, `compare`."""
 
 from __future__ import annotations
 
@@ -251,6 +251,13 @@ def attention_command(argv: list[str]) -> None:
     draw_attention(argv)
 
 
+def compare_command(argv: list[str]) -> None:
+    """`tetraformer compare -c COMPARISON.yaml ...`: variants side by side on equal budgets (tetraformer.compare)."""
+    from tetraformer.compare.command import compare_main
+
+    compare_main(argv)
+
+
 def _unescape(text: str) -> str:
     """Turn the \\n and \\t a shell passes literally into newline and tab."""
     return text.replace("\\n", "\n").replace("\\t", "\t")
@@ -272,4 +279,5 @@ COMMANDS: dict[str, Callable[[list[str]], None]] = {
     "tokenizer": tokenizer_command,
     "convert": convert_command,
     "attention": attention_command,
+    "compare": compare_command,
 }

@@ -31,12 +31,39 @@ log = logging.getLogger(__name__)
 
 
 class Throughput(Callback):
-    """Logs train/tokens_per_s over each logging interval, and train/mfu when the device peak is known."""
+    """Logs train/tokens_per_s over each logging interval, train/mfu when the device peak is known, and
+    time/elapsed_s (wall seconds since fit start) with each validation, to plot metrics against wall-clock time.
+
+    `tokens_seen` (all ranks, kept in checkpoints so it counts over resumes) is the run's training tokens.
+    """
 
     def __init__(self, peak_tflops: float | None = None) -> None:
         self.peak_flops = peak_tflops * 1e12 if peak_tflops else None
         self.tokens, self.start = 0, None
         self.flops_per_token = 0.0
+        self.fit_start: float | None = None
+        self.tokens_seen = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        """The run's training tokens so far, saved in checkpoints."""
+        return {"tokens_seen": self.tokens_seen}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Continue the token count of the run a checkpoint resumes."""
+        self.tokens_seen = state_dict.get("tokens_seen", 0)
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Start the wall clock that time/elapsed_s reads."""
+        self.fit_start = time.perf_counter()
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Log the wall seconds since fit start (and CUDA's peak allocated memory) on the validation's row."""
+        if self.fit_start is None or trainer.sanity_checking:
+            return
+        pl_module.log("time/elapsed_s", time.perf_counter() - self.fit_start, on_step=False, on_epoch=True)
+        if pl_module.device.type == "cuda":
+            peak_mb = torch.cuda.max_memory_allocated(pl_module.device) / 2**20
+            pl_module.log("system/cuda_max_allocated_mb", peak_mb, on_step=False, on_epoch=True)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: Any) -> None:
         """Count the model's training FLOPs per token once, on a meta-device twin (unaffected by sharding)."""
@@ -55,7 +82,9 @@ class Throughput(Callback):
         self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         """Count this batch's tokens; log the rate at each logging step."""
-        self.tokens += pl_module.batch_tokens(batch) * trainer.world_size
+        tokens = pl_module.batch_tokens(batch) * trainer.world_size
+        self.tokens += tokens
+        self.tokens_seen += tokens
         if trainer.global_step % max(trainer.log_every_n_steps, 1) == 0 and self.start is not None:
             elapsed = time.perf_counter() - self.start
             if elapsed > 0 and self.tokens:
@@ -139,6 +168,30 @@ class TimeBudget(Callback):
         )
 
 
+class TokenBudget(Callback):
+    """Stops training once the run has trained on `max_tokens` tokens (or images): `--run.max_tokens N`."""
+
+    def __init__(self, max_tokens: int) -> None:
+        self.max_tokens = max_tokens
+        self.tokens_seen = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        """The tokens counted so far, so a resumed run stops at the same total."""
+        return {"tokens_seen": self.tokens_seen}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Continue the count of the run a checkpoint resumes."""
+        self.tokens_seen = state_dict.get("tokens_seen", 0)
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """Count this batch's tokens over all ranks; stop after the batch that reaches the budget."""
+        self.tokens_seen += pl_module.batch_tokens(batch) * trainer.world_size
+        if self.tokens_seen >= self.max_tokens:
+            trainer.should_stop = True
+
+
 class JsonlPredictionWriter(BasePredictionWriter):
     """Writes each predicted record (a dict) as one JSON line."""
 
@@ -164,6 +217,8 @@ def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = 
     callbacks: list[Callback] = [LearningRateMonitor("step"), Throughput(run.peak_tflops), TimeBudget()]
     if checkpoints:
         callbacks.insert(0, RunCheckpoint(Path(root_dir) / "checkpoints", run))
+    if run.max_tokens is not None:
+        callbacks.append(TokenBudget(run.max_tokens))
     if run.samples:
         callbacks.append(SamplesTable())
     if run.early_stopping_patience is not None:

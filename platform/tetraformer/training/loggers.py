@@ -28,6 +28,7 @@ class RunConfig:
     early_stopping_patience: int | None = None  # validations without improvement before stopping
     samples: bool = True  # log a table of qualitative samples at each validation
     peak_tflops: float | None = None  # one device's peak (e.g. 989 for H100 bf16 dense): enables train/mfu
+    max_tokens: int | None = None  # stop training after this many training tokens (or images)
 
 
 def wandb_mode(requested: WandbMode) -> str:

@@ -36,3 +36,53 @@ def confusion_matrix_png(matrix: np.ndarray, labels: list[str], path: str | Path
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png", dpi=100)
     return path
+
+
+def curves_png(
+    curves: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]],
+    path: str | Path,
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+) -> Path:
+    """Draw one colour per name: for each of its (x, y, band) lines a line, and a shaded y ± band when given."""
+    figure = Figure(figsize=(7.0, 4.5), layout="constrained")
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot()
+    for number, (name, lines) in enumerate(curves.items()):
+        colour = f"C{number % 10}"  # matplotlib's default colour cycle
+        for index, (x, y, band) in enumerate(lines):
+            ax.plot(x, y, color=colour, marker=".", label=name if index == 0 else None)
+            if band is not None:
+                ax.fill_between(x, y - band, y + band, color=colour, alpha=0.2, linewidth=0)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if curves:
+        ax.legend()
+    return _save(figure, path)
+
+
+def bars_png(
+    names: list[str], means: list[float], errors: list[float], path: str | Path, ylabel: str, title: str = ""
+) -> Path:
+    """Draw one bar per name at its mean with an error bar (e.g. the standard deviation over seeds)."""
+    figure = Figure(figsize=(max(4.0, 1.0 + 0.9 * len(names)), 4.5), layout="constrained")
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot()
+    positions = np.arange(len(names))
+    ax.bar(positions, means, yerr=errors, capsize=4, color="tab:blue", alpha=0.8)
+    ax.set_xticks(positions, names, rotation=30 if len(names) > 4 else 0, ha="right" if len(names) > 4 else "center")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    return _save(figure, path)
+
+
+def _save(figure: Figure, path: str | Path) -> Path:
+    """Write the figure as a PNG, making its folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format="png", dpi=100)
+    return path

@@ -177,3 +177,22 @@ def test_init_from_checkpoint_starts_from_its_weights(
                       root=tmp_path / "b", **data)  # fmt: skip
     assert validation_loss(started) == pytest.approx(validation_loss(resumed), rel=1e-5)
     assert validation_loss(started) < 0.8 * validation_loss(run_cli("validate", root=tmp_path / "c", **data))
+
+
+def test_validation_rows_carry_elapsed_seconds(run_cli: Callable[..., Path], text_file: Path) -> None:
+    """Each validation row of metrics.csv has time/elapsed_s: wall seconds since fit start, growing row by row."""
+    run = run_cli("fit", "--trainer.max_steps", "10", train_path=str(text_file), documents="line")
+    with next(run.glob("logs/version_*/metrics.csv")).open() as f:
+        rows = [r for r in csv.DictReader(f) if r.get("val/loss")]
+    elapsed = [float(r["time/elapsed_s"]) for r in rows]
+    assert len(elapsed) == 2  # validations at steps 5 and 10
+    assert 0.0 < elapsed[0] < elapsed[1]
+
+
+def test_max_tokens_stops_after_the_batch_that_reaches_it(run_cli: Callable[..., Path], text_file: Path) -> None:
+    """`--run.max_tokens N` stops at the first step whose tokens reach N; checkpoints count the run's tokens."""
+    run = run_cli("fit", "--run.max_tokens", "300", train_path=str(text_file), documents="line")
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    seen = ckpt["callbacks"]["Throughput"]["tokens_seen"]
+    assert ckpt["global_step"] == 3  # 8 blocks of 16 tokens a step: 256 < 300 <= 384
+    assert seen == 3 * 8 * 16

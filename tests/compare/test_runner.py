@@ -1,0 +1,186 @@
+"""A comparison of tiny language models end to end: one fit (+ test) subprocess per run, results, restarts."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.tasks.language_modeling.conftest import TEXT, tiny_config
+from tetraformer.cli import main
+from tetraformer.compare.result import RESULT_FILE, RunResult, read_result
+from tetraformer.compare.runner import Launched, budget_flags, fit_args, launch, run_comparison, unchanged
+from tetraformer.compare.spec import Budget, load_spec
+
+VARIANTS = [
+    {"name": "rotary", "overrides": {"model.init_args.arch.position": "rotary"}},
+    {"name": "alibi", "overrides": {"model.arch.position": "alibi", "model.arch.n_layers": 1}},
+]
+BROKEN = {"name": "broken", "overrides": {"model.init_args.arch.position": "nonsense"}}
+
+
+class CountingLauncher:
+    """`launch`, counting the runs it starts."""
+
+    def __init__(self) -> None:
+        self.commands: list[list[str]] = []
+
+    def __call__(self, args: list[str], log_file: Path) -> Launched:
+        self.commands.append(args)
+        return launch(args, log_file)
+
+
+def write_comparison(root: Path, variants: list[dict[str, Any]], **fields: Any) -> Path:
+    """A tiny LM base config on the fixture text and a comparison file naming it."""
+    corpus = root / "corpus.txt"
+    corpus.write_text(TEXT * 12, encoding="utf-8")
+    data = {"train_path": str(corpus), "val_path": str(corpus), "test_path": str(corpus), "documents": "line"}
+    base = tiny_config(root / "unused", **data)
+    base["trainer"]["val_check_interval"] = 2
+    (root / "base.yaml").write_text(yaml.safe_dump(base))
+    spec = {"base": "base.yaml", "variants": variants, "seeds": 1, "budget": {"max_steps": 4}, **fields}
+    path = root / "tiny_lm.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.fixture(scope="module")
+def compared(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, list[RunResult], CountingLauncher]]:
+    """Two tiny LM variants and one whose override is invalid, run once with tests (shared, read-only)."""
+    root = tmp_path_factory.mktemp("compare")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WANDB_MODE", "disabled")
+        spec = load_spec(write_comparison(root, [*VARIANTS, BROKEN], test=True, extrapolation=[1, 2]))
+        launcher = CountingLauncher()
+        results = run_comparison(spec, root / "out", launcher)
+        yield root, results, launcher
+
+
+def test_each_run_writes_a_result_with_the_schema(
+    compared: tuple[Path, list[RunResult], CountingLauncher],
+) -> None:
+    """Every finished run has OUT/<variant>/seed0/result.json with all RunResult keys, measured."""
+    root, results, launcher = compared
+    assert [(r.variant, r.status) for r in results] == [
+        ("rotary", "done"),
+        ("alibi", "done"),
+        ("broken", "failed"),
+    ]
+    keys = {f.name for f in dataclasses.fields(RunResult)}
+    for result in results[:2]:
+        run_dir = root / "out" / result.variant / "seed0"
+        stored = json.loads((run_dir / RESULT_FILE).read_text())
+        assert set(stored) == keys and stored == result.to_dict()
+        assert (run_dir / "checkpoints" / "best.ckpt").is_file() and (run_dir / "config.yaml").is_file()
+        assert result.monitor == "val/loss" and result.monitor_mode == "min"
+        assert result.best is not None and result.final is not None and result.best <= result.final
+        assert result.params > 0 and result.flops_per_token > 6 * result.params / 2
+        assert result.tokens_per_s and result.tokens_per_s > 0 and result.peak_memory_mb > 50
+        assert "test/loss" in result.test and result.wall_s > 0
+        assert result.extrapolation is not None and set(result.extrapolation) == {"1x", "2x"}
+        assert all(isinstance(loss, float) and loss > 0 for loss in result.extrapolation.values())
+    assert results[1].params < results[0].params  # alibi's override of n_layers reached its run
+    assert [args[0] for args in launcher.commands] == ["fit", "test", "fit", "test", "fit"]
+
+
+def test_budgets_are_equal(compared: tuple[Path, list[RunResult], CountingLauncher]) -> None:
+    """Every run trains exactly the budget's steps, hence the same tokens."""
+    _, results, launcher = compared
+    done = [r for r in results if r.done]
+    assert [r.steps for r in done] == [4, 4]
+    assert done[0].tokens == done[1].tokens == 4 * 8 * 16  # 8 blocks of 16 tokens a step
+    for args in launcher.commands[::2][:2]:
+        assert args[args.index("--trainer.max_steps") + 1] == "4"
+
+
+def test_a_failed_run_records_its_error_and_the_rest_go_on(
+    compared: tuple[Path, list[RunResult], CountingLauncher],
+) -> None:
+    """The broken variant's result says failed with the error's last line; the runs around it finished."""
+    root, results, _ = compared
+    broken = read_result(root / "out" / "broken" / "seed0")
+    assert broken is not None and broken.status == "failed"
+    assert broken.error is not None and "nonsense" in broken.error and "\n" not in broken.error
+
+
+def test_a_restart_skips_finished_runs_and_reruns_failed_ones(
+    compared: tuple[Path, list[RunResult], CountingLauncher], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run again: the done runs are read back, only the failed one launches again."""
+    root, results, _ = compared
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    launcher = CountingLauncher()
+    again = run_comparison(load_spec(root / "tiny_lm.yaml"), root / "out", launcher)
+    assert [args[0] for args in launcher.commands] == ["fit"]
+    assert "nonsense" in launcher.commands[0]
+    assert again[:2] == results[:2] and again[2].status == "failed"
+
+
+def test_compare_command_reports_every_run(
+    compared: tuple[Path, list[RunResult], CountingLauncher], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tetraformer compare -c FILE --budget.max_steps 4 --seeds 1 --out DIR`: skips done runs, reports."""
+    root, _, _ = compared
+    launched = CountingLauncher()
+    monkeypatch.setattr("tetraformer.compare.command.run_comparison", counted_comparison(launched))
+    spec = {"base": "base.yaml", "variants": VARIANTS, "budget": {"max_steps": 99}, "extrapolation": [1, 2]}
+    path = root / "done_only.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    out = root / "out"
+    main(["compare", "-c", str(path), "--budget.max_steps", "4", "--seeds", "1", "--out", str(out)])
+    assert launched.commands == []
+    with (out / "results.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["variant"], r["seed"], r["status"]) for r in rows] == [
+        ("rotary", "0", "done"),
+        ("alibi", "0", "done"),
+    ]
+    assert "| alibi |" in (out / "results.md").read_text().replace("**", "")
+
+
+def counted_comparison(launcher: CountingLauncher) -> Callable[..., list[RunResult]]:
+    """run_comparison with `launcher` starting its runs."""
+    return lambda spec, out: run_comparison(spec, out, launcher)
+
+
+def test_a_done_run_with_changed_settings_runs_again(
+    compared: tuple[Path, list[RunResult], CountingLauncher],
+) -> None:
+    """A restart skips a done run only when its fit command line (overrides, seed, budget) is unchanged."""
+    root, _, _ = compared
+    spec = load_spec(root / "tiny_lm.yaml")
+    run_dir = root / "out" / "rotary" / "seed0"
+    assert unchanged(run_dir, fit_args(spec, spec.variants[0], 0, run_dir))
+    longer = load_spec(root / "tiny_lm.yaml", budget={"max_steps": 8})
+    assert not unchanged(run_dir, fit_args(longer, longer.variants[0], 0, run_dir))
+    assert not unchanged(run_dir, fit_args(spec, spec.variants[0], 1, run_dir))
+
+
+@pytest.mark.parametrize(
+    ("budget", "expected"),
+    [
+        (
+            Budget(max_steps=7),
+            {"--trainer.max_steps": "7", "--trainer.max_epochs": "-1", "--trainer.max_time": "null"},
+        ),
+        (Budget(max_time="00:02:00"), {"--trainer.max_steps": "-1", "--trainer.max_time": "00:02:00"}),
+        (
+            Budget(tokens=5000),
+            {"--trainer.max_steps": "-1", "--trainer.max_time": "null", "--run.max_tokens": "5000"},
+        ),
+    ],
+)
+def test_budget_flags_leave_no_other_limit(budget: Budget, expected: dict[str, str]) -> None:
+    """Each budget sets its own limit and lifts the base config's others (epochs, steps, time)."""
+    flags = budget_flags(budget)
+    given = dict(zip(flags[::2], flags[1::2], strict=True))
+    assert given["--trainer.max_epochs"] == "-1"
+    assert expected.items() <= given.items()

@@ -1,0 +1,80 @@
+"""The comparison file: variants, grid products, seeds, budgets, and a one-line error for each mistake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tetraformer.compare.spec import Budget, load_spec
+from tetraformer.config_errors import ConfigError
+
+
+def write_spec(tmp_path: Path, **fields: Any) -> Path:
+    """A comparison file next to an (empty) base config, with these fields over a valid minimum."""
+    (tmp_path / "base.yaml").write_text("trainer: {}\n")
+    data = {"base": "base.yaml", "variants": [{"name": "a"}], "budget": {"max_steps": 10}, **fields}
+    path = tmp_path / "cmp.yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in data.items() if v is not None}))
+    return path
+
+
+def test_named_variants_seeds_and_budget(tmp_path: Path) -> None:
+    """Named override sets keep their order; `seeds: 3` is seeds 0, 1, 2; base is next to the file."""
+    variants = [{"name": "alibi", "overrides": {"model.arch.position": "alibi"}}, {"name": "rope"}]
+    spec = load_spec(write_spec(tmp_path, variants=variants, seeds=3, test=True))
+    assert [v.name for v in spec.variants] == ["alibi", "rope"]
+    assert spec.variants[0].overrides == {"model.arch.position": "alibi"}
+    assert spec.seeds == [0, 1, 2] and spec.budget == Budget(max_steps=10) and spec.test
+    assert spec.base == tmp_path / "base.yaml" and spec.name == "cmp"
+
+
+def test_grid_is_a_product_named_by_values(tmp_path: Path) -> None:
+    """A grid gives one variant per combination, named by the last key segment and the value."""
+    grid = {"model.arch.norm": ["layernorm", "rmsnorm"], "model.arch.norm_position": ["pre", "post"]}
+    spec = load_spec(write_spec(tmp_path, variants=None, grid=grid))
+    assert len(spec.variants) == 4
+    assert spec.variants[0].name == "norm=layernorm_norm_position=pre"
+    assert spec.variants[3].overrides == {"model.arch.norm": "rmsnorm", "model.arch.norm_position": "post"}
+
+
+def test_variants_cross_the_grid(tmp_path: Path) -> None:
+    """Named variants and a grid together: each variant with each grid point."""
+    spec = load_spec(write_spec(tmp_path, variants=[{"name": "a"}, {"name": "b"}], grid={"x.y": [1, 2]}))
+    assert [v.name for v in spec.variants] == ["a_y=1", "a_y=2", "b_y=1", "b_y=2"]
+
+
+def test_flags_replace_the_files_budget_and_seeds(tmp_path: Path) -> None:
+    """Command-line --budget.* and --seeds win over the file."""
+    spec = load_spec(write_spec(tmp_path, seeds=3), budget={"max_time": "00:01:00"}, seeds=2)
+    assert spec.budget == Budget(max_time="00:01:00") and spec.seeds == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"base": "missing.yaml"}, "base config 'missing.yaml' not found"),
+        ({"variants": [{"name": "a"}, {"name": "a"}]}, "duplicate variant name 'a'"),
+        ({"variants": []}, "variants: expected a non-empty list"),
+        ({"variants": None}, "no variants"),
+        ({"grid": {"model.arch.position": "alibi"}}, "grid.model.arch.position: expected a non-empty list"),
+        ({"budget": {}}, "budget: give exactly one of max_steps, max_time, tokens (got none)"),
+        ({"budget": {"max_steps": 5, "tokens": 100}}, "(got max_steps, tokens)"),
+        ({"budget": {"max_time": "soon"}}, "budget.max_time: expected HH:MM:SS"),
+        ({"seeds": 0}, "seeds: expected a positive count"),
+        ({"bogus": 1}, "unknown key 'bogus'"),
+        ({"extrapolation": [1, "2x"]}, "extrapolation: expected a list of positive integers"),
+        ({"peak_tflops": -1}, "peak_tflops: expected a positive number"),
+    ],
+)
+def test_mistakes_are_one_line_errors_naming_file_and_key(
+    tmp_path: Path, fields: dict[str, Any], message: str
+) -> None:
+    """Each mistake is a ConfigError naming the comparison file and what is wrong."""
+    path = write_spec(tmp_path, **fields)
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert str(err.value).startswith(f"{path}: ")
+    assert message in str(err.value) and "\n" not in str(err.value)
