@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from wandb.proto import wandb_internal_pb2
 
-from tests.training.wandb_records import history_rows
+from tests.training.wandb_records import _payloads, history_rows
 from tetraformer.compare.report import write_report
 from tetraformer.compare.result import RunResult
 
@@ -48,6 +49,13 @@ def results(tmp_path: Path) -> list[RunResult]:
         RunResult(variant="learned", seed=2, run_dir=str(tmp_path / "learned/seed2"), status="failed",
                   error="RuntimeError: out of memory"),
     ]  # fmt: skip
+
+
+def record(payload: bytes) -> wandb_internal_pb2.Record:
+    """One record of an offline W&B run file."""
+    parsed = wandb_internal_pb2.Record()
+    parsed.ParseFromString(payload)
+    return parsed
 
 
 def md_rows(text: str) -> dict[str, dict[str, str]]:
@@ -141,6 +149,8 @@ def test_wandb_summary_run_offline(tmp_path: Path, results: list[RunResult]) -> 
     write_report(tmp_path, results, "positions", wandb_mode="offline")
     run_files = list((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(run_files) == 1
+    runs = [r.run for r in map(record, _payloads(run_files[0].read_bytes())) if r.WhichOneof("record_type") == "run"]
+    assert runs and runs[0].run_group == "positions" and runs[0].display_name == "positions-summary"
     keys = [key for row in history_rows(run_files[0]) for key in row]  # media keys come as NAME/_type, ...
     for name in ("compare/summary", "compare/monitor_vs_step", "compare/throughput"):
         assert any(key.startswith(f"{name}/") for key in keys), name

@@ -151,7 +151,7 @@ def _markdown(
     parts.append(markdown_table(rows, columns) if rows else "No run finished.\n")
     if any(r.extrapolation for r in done):
         ext_columns, ext_rows = extrapolation_table(done)
-        parts += ["## Length extrapolation\n", "Validation loss at 1x, 2x, 4x the training length.\n"]
+        parts += ["## Length extrapolation\n", "Validation loss per token over the validation split at multiples of the training length.\n"]
         parts.append(markdown_table(ext_rows, ext_columns))
     failed = [r for r in results if r.status != "done"]
     if failed:
