@@ -11,6 +11,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from tetraformer.training.plots import save_png
+
 OVERLAY_ALPHA = 0.55  # opacity of a map drawn over its image
 HEAT_MAP = "inferno"
 
@@ -87,13 +89,6 @@ def text_attention_figure(
     figure.suptitle(f"{title}\n{note}" if note else title, fontsize=10)
     return save_png(figure, path)
 
-
-def save_png(figure: Figure, path: str | Path) -> Path:
-    """Write a figure as PNG (parent folders created) and return the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="png", dpi=100)
-    return path
 
 
 def _figure(rows: int, cols: int, cell: float) -> Figure:

@@ -32,10 +32,7 @@ def confusion_matrix_png(matrix: np.ndarray, labels: list[str], path: str | Path
         for (row, col), count in np.ndenumerate(counts):
             colour = "white" if shares[row, col] > 0.5 else "black"
             ax.text(col, row, str(int(count)), ha="center", va="center", color=colour, fontsize=8)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="png", dpi=100)
-    return path
+    return save_png(figure, path)
 
 
 def curves_png(
@@ -61,7 +58,7 @@ def curves_png(
     ax.grid(alpha=0.3)
     if curves:
         ax.legend()
-    return _save(figure, path)
+    return save_png(figure, path)
 
 
 def bars_png(
@@ -77,11 +74,11 @@ def bars_png(
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
-    return _save(figure, path)
+    return save_png(figure, path)
 
 
-def _save(figure: Figure, path: str | Path) -> Path:
-    """Write the figure as a PNG, making its folder."""
+def save_png(figure: Figure, path: str | Path) -> Path:
+    """Write a figure as PNG (parent folders created) and return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png", dpi=100)
