@@ -36,14 +36,14 @@ def test_grid_is_a_product_named_by_values(tmp_path: Path) -> None:
     grid = {"model.arch.norm": ["layernorm", "rmsnorm"], "model.arch.norm_position": ["pre", "post"]}
     spec = load_spec(write_spec(tmp_path, variants=None, grid=grid))
     assert len(spec.variants) == 4
-    assert spec.variants[0].name == "norm=layernorm_norm_position=pre"
+    assert spec.variants[0].name == "norm=layernorm,norm_position=pre"
     assert spec.variants[3].overrides == {"model.arch.norm": "rmsnorm", "model.arch.norm_position": "post"}
 
 
 def test_variants_cross_the_grid(tmp_path: Path) -> None:
     """Named variants and a grid together: each variant with each grid point."""
     spec = load_spec(write_spec(tmp_path, variants=[{"name": "a"}, {"name": "b"}], grid={"x.y": [1, 2]}))
-    assert [v.name for v in spec.variants] == ["a_y=1", "a_y=2", "b_y=1", "b_y=2"]
+    assert [v.name for v in spec.variants] == ["a,y=1", "a,y=2", "b,y=1", "b,y=2"]
 
 
 def test_flags_replace_the_files_budget_and_seeds(tmp_path: Path) -> None:

@@ -97,7 +97,7 @@ def variants(path: Path, listed: Any, grid: Any) -> list[Variant]:
     points = grid_variants(path, grid) if grid is not None else []
     result = (
         [
-            Variant(f"{v.name}_{p.name}", {**v.overrides, **p.overrides})
+            Variant(f"{v.name},{p.name}", {**v.overrides, **p.overrides})
             for v, p in itertools.product(named, points)
         ]
         or named
@@ -133,7 +133,7 @@ def named_variants(path: Path, listed: Any) -> list[Variant]:
 
 
 def grid_variants(path: Path, grid: Any) -> list[Variant]:
-    """`grid: {dotted.key: [v1, v2]}`: the product of the values, named `lastkey=value_lastkey=value`."""
+    """`grid: {dotted.key: [v1, v2]}`: the product of the values, named `lastkey=value,lastkey=value`."""
     if not isinstance(grid, dict) or not grid:
         raise ConfigError(f"{path}: grid: expected a mapping of dotted keys to lists of values")
     for key, values in grid.items():
@@ -142,7 +142,7 @@ def grid_variants(path: Path, grid: Any) -> list[Variant]:
     keys = list(grid)
     result = []
     for values in itertools.product(*(grid[k] for k in keys)):
-        name = "_".join(
+        name = ",".join(  # "," never occurs in a key, so `norm_position=pre,norm=layernorm` reads unambiguously
             f"{k.rsplit('.', 1)[-1]}={_UNSAFE.sub('-', str(v))}" for k, v in zip(keys, values, strict=True)
         )
         result.append(Variant(name, dict(zip(keys, values, strict=True))))

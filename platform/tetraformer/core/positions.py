@@ -24,18 +24,16 @@ class PositionType:
     """Where one kind of position information enters the model."""
 
     absolute: bool  # a table added to the embeddings (bounded by max_len), else inside attention or none
-    decoder_only: bool  # offered to decoder-only LMs (T5's buckets stay with encoder-decoders, as in T5)
 
 
 POSITION_TYPES: dict[str, PositionType] = {
-    "sinusoidal": PositionType(absolute=True, decoder_only=True),
-    "learned": PositionType(absolute=True, decoder_only=True),
-    "relative": PositionType(absolute=False, decoder_only=False),
-    "rotary": PositionType(absolute=False, decoder_only=True),
-    "alibi": PositionType(absolute=False, decoder_only=True),
-    "none": PositionType(absolute=False, decoder_only=True),
+    "sinusoidal": PositionType(absolute=True),
+    "learned": PositionType(absolute=True),
+    "relative": PositionType(absolute=False),
+    "rotary": PositionType(absolute=False),
+    "alibi": PositionType(absolute=False),
+    "none": PositionType(absolute=False),
 }
-DECODER_ONLY_POSITIONS = tuple(name for name, kind in POSITION_TYPES.items() if kind.decoder_only)
 
 
 def sinusoidal_table(n_positions: int, dim: int) -> Tensor:

@@ -168,6 +168,21 @@ class TimeBudget(Callback):
         )
 
 
+class FinalValidation(Callback):
+    """Validates on the step `--trainer.max_steps` ends on, so the final weights always have a validation score.
+
+    Lightning validates only every `val_check_interval`; a budget ending between two would leave the last
+    steps unjudged (and best.ckpt blind to them). Asking to stop at that step makes Lightning validate first.
+    """
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """Stop (and so validate) on the last step of the step budget."""
+        if 0 < trainer.max_steps <= trainer.global_step:
+            trainer.should_stop = True
+
+
 class TokenBudget(Callback):
     """Stops training once the run has trained on `max_tokens` tokens (or images): `--run.max_tokens N`."""
 
@@ -213,10 +228,11 @@ class JsonlPredictionWriter(BasePredictionWriter):
 
 
 def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = True) -> list[Callback]:
-    """Best + last checkpoints (when training), LR monitor, progress bar, throughput, samples, early stopping."""
+    """When training: validation at the last step, best + last checkpoints. Always: LR monitor, throughput,
+    time budget; and as configured: token budget, samples, early stopping, progress bar."""
     callbacks: list[Callback] = [LearningRateMonitor("step"), Throughput(run.peak_tflops), TimeBudget()]
     if checkpoints:
-        callbacks.insert(0, RunCheckpoint(Path(root_dir) / "checkpoints", run))
+        callbacks[:0] = [FinalValidation(), RunCheckpoint(Path(root_dir) / "checkpoints", run)]
     if run.max_tokens is not None:
         callbacks.append(TokenBudget(run.max_tokens))
     if run.samples:

@@ -34,10 +34,13 @@ def test_fast_dev_run(run_cli: Callable[..., Path], text_file: Path) -> None:
     assert (run / "tokenizer" / "tokenizer.json").is_file()
 
 
-def test_memorises_and_generates(run_cli: Callable[..., Path], text_file: Path) -> None:
-    """A tiny GPT memorises a short text, and greedy generation from the checkpoint reproduces it."""
+@pytest.mark.parametrize("position", ["rotary", "relative"])
+def test_memorises_and_generates(run_cli: Callable[..., Path], text_file: Path, position: str) -> None:
+    """A tiny GPT (rotary, or T5's causal relative buckets) memorises a short text, and greedy generation from
+    the checkpoint reproduces it."""
     data = {"train_path": str(text_file), "val_path": str(text_file), "documents": "line", "block_size": 64}
-    run = run_cli("fit", "--trainer.max_steps", "150", "--trainer.val_check_interval", "50", **data)
+    args = ["--trainer.max_steps", "150", "--trainer.val_check_interval", "50", "--model.arch.position", position]
+    run = run_cli("fit", *args, **data)
     assert train_losses(run)[-1][1] < 0.15
     module = load_task_module(run / "checkpoints" / "last.ckpt")
     prompt = "First Citizen:"
@@ -196,3 +199,13 @@ def test_max_tokens_stops_after_the_batch_that_reaches_it(run_cli: Callable[...,
     seen = ckpt["callbacks"]["Throughput"]["tokens_seen"]
     assert ckpt["global_step"] == 3  # 8 blocks of 16 tokens a step: 256 < 300 <= 384
     assert seen == 3 * 8 * 16
+
+
+def test_a_step_budget_between_validations_ends_with_one(run_cli: Callable[..., Path], text_file: Path) -> None:
+    """max_steps 7 with validation every 5 steps validates at 5 and at 7, and best.ckpt may be the final step's."""
+    run = run_cli("fit", "--trainer.max_steps", "7", train_path=str(text_file), documents="line")
+    with next(run.glob("logs/version_*/metrics.csv")).open() as f:
+        steps = [int(r["step"]) for r in csv.DictReader(f) if r.get("val/loss")]
+    assert steps == [4, 6]  # Lightning logs validation rows at global_step - 1
+    last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["global_step"] == 7 and (run / "checkpoints" / "best.ckpt").is_file()
