@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import yaml
 
 from tests.tasks.language_modeling.conftest import TEXT, tiny_config
 from tetraformer.cli import main
+from tetraformer.compare.measure import CUDA_PEAK, measure_run
 from tetraformer.compare.result import RESULT_FILE, RunResult, read_result
 from tetraformer.compare.runner import Launched, budget_flags, fit_args, launch, run_comparison, unchanged
 from tetraformer.compare.spec import Budget, load_spec
@@ -184,3 +186,29 @@ def test_budget_flags_leave_no_other_limit(budget: Budget, expected: dict[str, s
     given = dict(zip(flags[::2], flags[1::2], strict=True))
     assert given["--trainer.max_epochs"] == "-1"
     assert expected.items() <= given.items()
+
+
+def test_peak_memory_is_cuda_max_allocated_when_the_run_logged_it(
+    compared: tuple[Path, list[RunResult], CountingLauncher], tmp_path: Path
+) -> None:
+    """A run on a GPU logs system/cuda_max_allocated_mb (Throughput): its largest value is the peak, not the
+    process's RSS; a CPU run (no such column) keeps the RSS."""
+    root, results, _ = compared
+    run_dir = shutil.copytree(root / "out" / "rotary" / "seed0", tmp_path / "run")
+    metrics = next(run_dir.glob("logs/version_*/metrics.csv"))
+    with metrics.open(encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    columns = [*rows[0].keys(), CUDA_PEAK]
+    val_rows = [row for row in rows if row.get("val/loss")]
+    for row, peak in zip(val_rows, (812.5, 1024.25), strict=False):
+        row[CUDA_PEAK] = str(peak)
+    with metrics.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    on_gpu = RunResult("rotary", 0, str(run_dir), "done")
+    measure_run(on_gpu, run_dir, peak_rss_mb=3000.0)
+    assert len(val_rows) >= 2 and on_gpu.peak_memory_mb == 1024.25
+    on_cpu = RunResult("rotary", 0, str(root / "out" / "rotary" / "seed0"), "done")
+    measure_run(on_cpu, root / "out" / "rotary" / "seed0", peak_rss_mb=3000.0)
+    assert on_cpu.peak_memory_mb == 3000.0
