@@ -81,11 +81,11 @@ class Throughput(Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        """Count this batch's tokens; log the rate at each logging step."""
+        """Count this batch's tokens; log the rate on the rows Lightning writes (every N steps, the final one)."""
         tokens = pl_module.batch_tokens(batch) * trainer.world_size
         self.tokens += tokens
         self.tokens_seen += tokens
-        if trainer.global_step % max(trainer.log_every_n_steps, 1) == 0 and self.start is not None:
+        if trainer._logger_connector.should_update_logs and self.start is not None:
             elapsed = time.perf_counter() - self.start
             if elapsed > 0 and self.tokens:
                 rate = self.tokens / elapsed
