@@ -34,6 +34,8 @@ import transformers
 from bench_models import BUILDERS, HF_ATTENTION, Batch, LossFn, Pair, check_params
 from torch import nn
 
+from tetraformer.training.peak import measure_matmuls, synchronize
+
 FAMILIES = ("bert", "gpt", "t5", "vit")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 ADAMW = dict(lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
@@ -71,39 +73,11 @@ def rate(per_s: float) -> str:
 # --- timing ----------------------------------------------------------------------------------------
 
 
-def synchronize(device: torch.device) -> None:
-    """Wait for queued GPU work, so wall-clock time covers it."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractContextManager:
     """bf16 autocast on the device, or nothing for fp32."""
     if dtype == torch.float32:
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=dtype)
-
-
-def best_call(op: Callable[[], object], device: torch.device, min_s: float = 0.5) -> float:
-    """Seconds of op's fastest call: one untimed call, then timed calls until min_s has passed (2 at least)."""
-    op()
-    synchronize(device)
-    best, calls, start = float("inf"), 0, time.perf_counter()
-    while calls < 2 or time.perf_counter() - start < min_s:
-        t0 = time.perf_counter()
-        op()
-        synchronize(device)
-        best, calls = min(best, time.perf_counter() - t0), calls + 1
-    return best
-
-
-def measure_matmuls(device: torch.device, dtype: torch.dtype) -> dict[str, float]:
-    """Best FLOP/s of square matmuls in the three operand layouts of an nn.Linear training step."""
-    # on CPU, 1024 is near the fp32 peak and keeps bf16's slow layouts (~1 GFLOP/s on AVX2) short
-    n = 8192 if device.type == "cuda" else 1024
-    a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
-    layouts = {"x@W.T": lambda: a @ b.T, "g@W": lambda: a @ b, "g.T@x": lambda: a.T @ b}  # fwd, dgrad, wgrad
-    return {name: 2.0 * n**3 / best_call(op, device) for name, op in layouts.items()}
 
 
 Step = Callable[[torch.dtype], None]

@@ -66,7 +66,7 @@ def test_flags_replace_the_files_budget_and_seeds(tmp_path: Path) -> None:
         ({"seeds": 0}, "seeds: expected a positive count"),
         ({"bogus": 1}, "unknown key 'bogus'"),
         ({"extrapolation": [1, "2x"]}, "extrapolation: expected a list of positive integers"),
-        ({"peak_tflops": -1}, "peak_tflops: expected a positive number"),
+        ({"peak_tflops": -1}, "peak_tflops: expected a positive number or auto"),
     ],
 )
 def test_mistakes_are_one_line_errors_naming_file_and_key(

@@ -75,9 +75,7 @@ def fit_args(spec: ComparisonSpec, variant: Variant, seed: int, run_dir: Path) -
     args = ["fit", "-c", str(spec.base.resolve()), *override_flags(variant.overrides)]
     args += ["--seed_everything", str(seed), "--trainer.default_root_dir", str(run_dir)]
     args += ["--run.group", spec.name, "--run.name", f"{spec.name}/{variant.name}/seed{seed}"]
-    args += budget_flags(spec.budget)
-    if spec.peak_tflops is not None:
-        args += ["--run.peak_tflops", str(spec.peak_tflops)]
+    args += [*budget_flags(spec.budget), "--run.peak_tflops", str(spec.peak_tflops)]
     return args
 
 

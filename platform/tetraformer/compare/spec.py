@@ -6,7 +6,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -51,7 +51,7 @@ class ComparisonSpec:
     budget: Budget
     test: bool = False
     extrapolation: list[int] | None = None
-    peak_tflops: float | None = None
+    peak_tflops: float | Literal["auto"] = "auto"  # auto: each run times its device's matmul peak at start
 
 
 def load_spec(path: Path, budget: dict[str, Any] | None = None, seeds: int | None = None) -> ComparisonSpec:
@@ -73,7 +73,7 @@ def load_spec(path: Path, budget: dict[str, Any] | None = None, seeds: int | Non
         budget=parse_budget(path, budget if budget else data.get("budget")),
         test=bool(data.get("test", False)),
         extrapolation=extrapolation_factors(path, data.get("extrapolation")),
-        peak_tflops=positive_number(path, "peak_tflops", data.get("peak_tflops")),
+        peak_tflops=peak(path, data.get("peak_tflops", "auto")),
     )
 
 
@@ -193,12 +193,12 @@ def extrapolation_factors(path: Path, factors: Any) -> list[int] | None:
     return factors
 
 
-def positive_number(path: Path, key: str, value: Any) -> float | None:
-    """An optional positive number."""
-    if value is None:
-        return None
+def peak(path: Path, value: Any) -> float | Literal["auto"]:
+    """`auto` (each run measures its device's matmul peak; also when unset) or a positive number of TFLOP/s."""
+    if value in ("auto", None):
+        return "auto"
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"{path}: {key}: expected a positive number, got {value!r}")
+        raise ConfigError(f"{path}: peak_tflops: expected a positive number or auto, got {value!r}")
     return float(value)
 
 

@@ -8,7 +8,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import lightning as L
 import torch
@@ -25,6 +25,7 @@ from lightning.pytorch.callbacks import (
 from tetraformer.core.accounting import flops_per_token
 from tetraformer.errors import TetraformerError
 from tetraformer.training.loggers import RunConfig, wandb_logger
+from tetraformer.training.peak import measured_peak_tflops, precision_dtype
 from tetraformer.training.text_generation import GenerativeTask
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,9 @@ class Throughput(Callback):
     `tokens_seen` (all ranks, kept in checkpoints so it counts over resumes) is the run's training tokens.
     """
 
-    def __init__(self, peak_tflops: float | None = None) -> None:
-        self.peak_flops = peak_tflops * 1e12 if peak_tflops else None
+    def __init__(self, peak_tflops: float | Literal["auto"] | None = None) -> None:
+        self.peak_tflops = peak_tflops  # "auto": measured on the run's device at train start
+        self.peak_flops = peak_tflops * 1e12 if isinstance(peak_tflops, float | int) else None
         self.tokens, self.start = 0, None
         self.flops_per_token = 0.0
         self.fit_start: float | None = None
@@ -66,7 +68,11 @@ class Throughput(Callback):
             pl_module.log("system/cuda_max_allocated_mb", peak_mb, on_step=False, on_epoch=True)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: Any) -> None:
-        """Count the model's training FLOPs per token once, on a meta-device twin (unaffected by sharding)."""
+        """Count the model's training FLOPs per token once, on a meta-device twin (unaffected by sharding); measure
+        the device's matmul peak in the run's precision when asked to (`auto`)."""
+        if self.peak_tflops == "auto" and self.peak_flops is None:
+            dtype = precision_dtype(trainer.precision)
+            self.peak_flops = measured_peak_tflops(pl_module.device, dtype) * 1e12
         if self.peak_flops and not self.flops_per_token:
             cfg = pl_module.net.cfg
             with torch.device("meta"):

@@ -27,7 +27,8 @@ class RunConfig:
     monitor_mode: Literal["min", "max"] = "min"
     early_stopping_patience: int | None = None  # validations without improvement before stopping
     samples: bool = True  # log a table of qualitative samples at each validation
-    peak_tflops: float | None = None  # one device's peak (e.g. 989 for H100 bf16 dense): enables train/mfu
+    # one device's peak (e.g. 989 for H100 bf16 dense), or auto (a matmul timed at start): enables train/mfu
+    peak_tflops: float | Literal["auto"] | None = None
     max_tokens: int | None = None  # stop training after this many training tokens (or images)
 
 

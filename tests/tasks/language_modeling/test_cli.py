@@ -61,9 +61,11 @@ def test_resume_continues_steps_and_loss(run_cli: Callable[..., Path], text_file
     assert resumed[0][1] < first[-1][1] * 1.25
 
 
-def test_peak_tflops_logs_mfu(run_cli: Callable[..., Path], text_file: Path) -> None:
-    """`--run.peak_tflops` adds train/mfu beside train/tokens_per_s: FLOPs/s of the model over the peak."""
-    run = run_cli("fit", "--trainer.max_steps", "6", "--run.peak_tflops", "1.0", train_path=str(text_file),
+@pytest.mark.parametrize("peak", ["1.0", "auto"])
+def test_peak_tflops_logs_mfu(run_cli: Callable[..., Path], text_file: Path, peak: str) -> None:
+    """`--run.peak_tflops` (given, or `auto`: measured) adds train/mfu beside train/tokens_per_s: FLOPs/s of the
+    model over the peak."""
+    run = run_cli("fit", "--trainer.max_steps", "6", "--run.peak_tflops", peak, train_path=str(text_file),
                   documents="line")  # fmt: skip
     with next(run.glob("logs/version_*/metrics.csv")).open() as f:
         rows = [r for r in csv.DictReader(f) if r.get("train/mfu")]

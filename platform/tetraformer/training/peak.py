@@ -1,0 +1,75 @@
+"""The device's matmul peak, measured: what MFU is taken against when the user gives no peak (`auto`)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+
+import torch
+
+log = logging.getLogger(__name__)
+PRECISION_DTYPES = {"bf16": torch.bfloat16, "16": torch.float16}  # prefix of Lightning's precision -> dtype
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work, so wall-clock time covers it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def best_call(op: Callable[[], object], device: torch.device, min_s: float = 0.5) -> float:
+    """Seconds of op's fastest call: one untimed call, then timed calls until min_s has passed (2 at least)."""
+    op()
+    synchronize(device)
+    best, calls, start = float("inf"), 0, time.perf_counter()
+    while calls < 2 or time.perf_counter() - start < min_s:
+        t0 = time.perf_counter()
+        op()
+        synchronize(device)
+        best, calls = min(best, time.perf_counter() - t0), calls + 1
+    return best
+
+
+def matmul_size(device: torch.device) -> int:
+    """Square matmul side that gets near the peak: 8192 on GPUs, 1024 on CPUs (near fp32's peak, and short)."""
+    return 8192 if device.type == "cuda" else 1024
+
+
+def measure_matmuls(
+    device: torch.device,
+    dtype: torch.dtype,
+    layouts: tuple[str, ...] = ("x@W.T", "g@W", "g.T@x"),
+    min_s: float = 0.5,
+) -> dict[str, float]:
+    """Best FLOP/s of square matmuls in the operand layouts of an nn.Linear training step (fwd, dgrad, wgrad)."""
+    n = matmul_size(device)
+    a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
+    ops = {"x@W.T": lambda: a @ b.T, "g@W": lambda: a @ b, "g.T@x": lambda: a.T @ b}
+    return {name: 2.0 * n**3 / best_call(ops[name], device, min_s) for name in layouts}
+
+
+def precision_dtype(precision: str) -> torch.dtype:
+    """The matmul dtype of a Lightning precision setting ("bf16-mixed" -> bfloat16, "32-true" -> float32)."""
+    return next(
+        (dtype for prefix, dtype in PRECISION_DTYPES.items() if str(precision).startswith(prefix)),
+        torch.float32,
+    )
+
+
+@functools.cache
+def measured_peak_tflops(device: torch.device, dtype: torch.dtype) -> float:
+    """TFLOP/s of the forward-layout matmul (x @ W.T) on this device in this dtype, timed once per process.
+
+    Only the forward layout is timed: it is the fastest or near it everywhere, and a slow backward layout
+    (bf16 `g @ W` runs at ~1 GFLOP/s on AVX2-only CPUs) would make the probe take seconds.
+    """
+    flops = measure_matmuls(device, dtype, layouts=("x@W.T",), min_s=0.3)["x@W.T"]
+    log.info(
+        "measured matmul peak on %s in %s: %.2f TFLOP/s (MFU is taken against it)",
+        device,
+        dtype,
+        flops / 1e12,
+    )
+    return flops / 1e12
