@@ -20,6 +20,7 @@ from tetraformer.eval_runs import EVAL_STAGES, evaluation_args, flag_value
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
 from tetraformer.training.callbacks import JsonlPredictionWriter, default_callbacks
 from tetraformer.training.datamodule import TaskDataModule
+from tetraformer.training.distributed import guard_ranks
 from tetraformer.training.loggers import RunConfig, make_loggers, wandb_logger
 from tetraformer.training.module import TaskModule
 
@@ -78,7 +79,9 @@ class TetraformerCLI(LightningCLI):
             output = self._get(self.config_init, "predictions") or root / "predictions.jsonl"
             callbacks.append(JsonlPredictionWriter(output))
         kwargs["callbacks"] = callbacks
-        return super().instantiate_trainer(**kwargs)
+        trainer = super().instantiate_trainer(**kwargs)
+        guard_ranks(trainer, run.collective_timeout_s)
+        return trainer
 
 
 def resumed_wandb_id(ckpt_path: str | None, root: Path) -> str | None:

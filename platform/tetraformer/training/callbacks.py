@@ -25,6 +25,7 @@ from lightning.pytorch.callbacks import (
 from tetraformer.core.accounting import flops_per_token
 from tetraformer.errors import TetraformerError
 from tetraformer.training.loggers import RunConfig, wandb_logger
+from tetraformer.training.numerics import NonFiniteGuard
 from tetraformer.training.text_generation import GenerativeTask
 
 log = logging.getLogger(__name__)
@@ -233,6 +234,7 @@ def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = 
     callbacks: list[Callback] = [LearningRateMonitor("step"), Throughput(run.peak_tflops), TimeBudget()]
     if checkpoints:
         callbacks[:0] = [FinalValidation(), RunCheckpoint(Path(root_dir) / "checkpoints", run)]
+        callbacks.insert(0, NonFiniteGuard(run.on_nonfinite))  # and the non-finite loss/gradient guard
     if run.max_tokens is not None:
         callbacks.append(TokenBudget(run.max_tokens))
     if run.samples:
