@@ -13,6 +13,7 @@ from lightning.pytorch.plugins.precision import MixedPrecision
 from tests.cli_runner import config_runner
 from tests.tasks.language_modeling.conftest import TEXT, tiny_config
 from tests.training.nonfinite import flat_weights, regression_run
+from tests.training.rank_faults import ddp_fit, lm_config
 from tetraformer.training.numerics import NonFiniteError, gradient_norm
 
 
@@ -132,3 +133,18 @@ def metrics_rows(run: Path) -> list[dict[str, str]]:
         with path.open(encoding="utf-8") as f:
             rows += list(csv.DictReader(f))
     return rows
+
+
+@pytest.mark.distributed
+def test_nan_on_one_rank_stops_both_ranks_at_the_same_step(tmp_path: Path) -> None:
+    """NaN on rank 1 only: both ranks stop at step 7 (each says so), the job exits non-zero, last.ckpt stays step 5."""
+    config = lm_config(tmp_path)
+    config["model"]["class_path"] = "tests.training.nonfinite.NaNLanguageModeling"
+    config["model"]["init_args"].update(nan_step=7, nan_rank=1)
+    done, _ = ddp_fit(tmp_path, config, "--trainer.max_steps", "12")
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode != 0 and len(errors) == 2, done.stderr[-3000:]
+    assert {line.split(":")[2].strip() for line in errors} == {"rank 0", "rank 1"}
+    assert all(line.startswith("error: step 7: rank ") for line in errors)
+    assert any("rank 1: the training loss is nan" in line for line in errors)
+    assert torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 5
