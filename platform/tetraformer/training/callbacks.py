@@ -144,12 +144,13 @@ class RunCheckpoint(ModelCheckpoint):
         if trainer.global_step == 0 or trainer.sanity_checking:
             return
         self._final_step = trainer.global_step
-        trainer.save_checkpoint(Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
+        last = Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}"
+        trainer.save_checkpoint(last, weights_only=False)  # the full state, said so Lightning logs nothing
         if not self.best_model_path:
             best = Path(self.dirpath) / f"best{self.FILE_EXTENSION}"
             if trainer.is_global_zero:
                 log.info("no validation ran before training stopped: %s holds the last state", best)
-            trainer.save_checkpoint(best)
+            trainer.save_checkpoint(best, weights_only=False)
 
 
 class TimeBudget(Callback):
