@@ -31,18 +31,24 @@ class InfGradient(torch.autograd.Function):
 
 
 class Regression(L.LightningModule):
-    """A linear layer fitted with AdamW; on `nan_steps` its loss is NaN, on `inf_grad_steps` only its gradients are inf."""
+    """A linear layer fitted with AdamW; its loss is NaN on `nan_steps` (optimizer steps) and `nan_batches` (batch
+    indices, for gradient accumulation), and only its gradients are inf on `inf_grad_steps`."""
 
-    def __init__(self, nan_steps: tuple[int, ...] = (), inf_grad_steps: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self,
+        nan_steps: tuple[int, ...] = (),
+        inf_grad_steps: tuple[int, ...] = (),
+        nan_batches: tuple[int, ...] = (),
+    ) -> None:
         super().__init__()
         self.linear = nn.Linear(4, 1)
-        self.nan_steps, self.inf_grad_steps = nan_steps, inf_grad_steps
+        self.nan_steps, self.inf_grad_steps, self.nan_batches = nan_steps, inf_grad_steps, nan_batches
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         """Mean squared error, poisoned on the chosen steps."""
         x, y = batch
         loss = nn.functional.mse_loss(self.linear(x), y)
-        if self.global_step in self.nan_steps:
+        if self.global_step in self.nan_steps or batch_idx in self.nan_batches:
             loss = loss * float("nan")
         return InfGradient.apply(loss) if self.global_step in self.inf_grad_steps else loss
 
@@ -94,12 +100,15 @@ class RegressionRun:
         self.trainer.fit(self.module)
 
 
-def regression_run(mode: str, max_steps: int = 6, precision: Any = None, **faults: Any) -> RegressionRun:
-    """A RegressionRun in `mode` ("stop" or "skip") with the given faults (nan_steps, inf_grad_steps)."""
+def regression_run(
+    mode: str, max_steps: int = 6, precision: Any = None, accumulate: int = 1, **faults: Any
+) -> RegressionRun:
+    """A RegressionRun in `mode` ("stop" or "skip") with the given faults (see Regression)."""
     guard, recorder = NonFiniteGuard(mode), WeightRecorder()
     trainer = L.Trainer(
         accelerator="cpu", max_steps=max_steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False, callbacks=[guard, recorder], plugins=[precision] if precision else None,
+        accumulate_grad_batches=accumulate,
     )  # fmt: skip
     return RegressionRun(Regression(**faults), guard, recorder, trainer)
 

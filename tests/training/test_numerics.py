@@ -70,6 +70,17 @@ def test_gradient_scaler_still_stops_on_a_nan_loss() -> None:
         run.fit()
 
 
+def test_a_nan_in_any_accumulated_micro_batch_counts() -> None:
+    """With gradient accumulation (2 batches a step) a NaN loss in the step's first batch stops that step, even
+    where only the loss is judged (under a gradient scaler)."""
+    scaler = torch.amp.GradScaler("cpu")
+    run = regression_run(
+        "stop", precision=MixedPrecision("16-mixed", "cpu", scaler), accumulate=2, nan_batches=(4,)
+    )
+    with pytest.raises(NonFiniteError, match="^step 2: the training loss is"):
+        run.fit()
+
+
 def test_gradient_norm_is_the_norm_of_all_gradients() -> None:
     """One norm over every parameter's gradient (as clipping computes it); None when nothing has a gradient."""
     layer = torch.nn.Linear(3, 2)

@@ -37,8 +37,8 @@ class NonFiniteGuard(Callback):
     def __init__(self, mode: NonFiniteMode = "stop") -> None:
         self.mode = mode
         self.skipped = 0
-        self._loss: Tensor | None = None  # last micro-batch loss of the current step
-        self._loss_finite: Tensor | None = None  # over all micro-batches of the current step
+        # the step's loss so far: the sum of its micro-batches' losses (Lightning divides each by their number)
+        self._loss: Tensor | None = None
 
     def state_dict(self) -> dict[str, Any]:
         """The batches skipped so far, saved in checkpoints."""
@@ -49,21 +49,19 @@ class NonFiniteGuard(Callback):
         self.skipped = state_dict.get("nonfinite_skipped", 0)
 
     def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: Tensor) -> None:
-        """Remember whether this micro-batch's loss is finite (no host sync)."""
-        self._loss = loss.detach()
-        finite = torch.isfinite(self._loss).all()
-        self._loss_finite = finite if self._loss_finite is None else self._loss_finite & finite
+        """Add this micro-batch's loss to the step's (no host sync): one non-finite part makes the sum non-finite."""
+        loss = loss.detach().float().sum()
+        self._loss = loss if self._loss is None else self._loss + loss
 
     def on_before_optimizer_step(
         self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: torch.optim.Optimizer
     ) -> None:
         """Stop, or drop the gradients, when any rank's loss or gradient norm is not finite."""
-        loss, loss_finite = self._loss, self._loss_finite
-        self._loss = self._loss_finite = None
+        loss, self._loss = self._loss, None
         norm = None if gradient_scaler_active(trainer) else gradient_norm(pl_module)
         finite = torch.ones((), dtype=torch.bool, device=pl_module.device)
-        if loss_finite is not None:
-            finite &= loss_finite
+        if loss is not None:
+            finite &= torch.isfinite(loss)
         if norm is not None:
             finite &= torch.isfinite(norm)
         ranks_in_trouble = trainer.strategy.reduce((~finite).int(), reduce_op="sum")
@@ -100,8 +98,8 @@ def gradient_norm(module: torch.nn.Module) -> Tensor | None:
 def describe(loss: Tensor | None, norm: Tensor | None, trainer: L.Trainer) -> str:
     """What this rank saw: its non-finite loss or gradient norm, or that another rank saw one."""
     found = []
-    if loss is not None and not torch.isfinite(loss).all():
-        found.append(f"the training loss is {loss.float().sum().item()}")
+    if loss is not None and not torch.isfinite(loss):
+        found.append(f"the training loss is {loss.item()}")
     if norm is not None and not torch.isfinite(norm):
         found.append(f"the gradient norm is {norm.item()}")
     where = f"rank {trainer.global_rank}: " if trainer.world_size > 1 else ""
