@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 TRUST_FLAG = "--trust_checkpoint"
 TRUST_HELP = (
     "load checkpoints and weight files that hold pickled Python objects (default false: tensors and plain data "
-    "only). Unpickling can run code: only for files you trust"
+    "only). Read from the command line; unpickling can run code: only for files you trust"
 )
 TRUE_WORDS, FALSE_WORDS = ("true", "yes", "1"), ("false", "no", "0")
 _TRUSTED: ContextVar[bool] = ContextVar("trust_checkpoint", default=False)

@@ -128,7 +128,7 @@ def last_good_checkpoint(trainer: L.Trainer) -> str:
     if not steps:
         return "none written yet"
     path = max(steps, key=lambda p: -1 if steps[p] is None else steps[p])
-    return f"{path} (step {steps[path]})"
+    return f"{path} (step {steps[path]})" if steps[path] is not None else str(path)
 
 
 def checkpoint_step(path: Path) -> int | None:
