@@ -17,9 +17,10 @@ STDLIB = frozenset(sys.stdlib_module_names)
 RULES: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...]]] = {
     "tetraformer.core": (("torch", "tetraformer.core", "tetraformer.errors"), ()),
     "tetraformer.payload": (
-        ("torch", "tokenizers", "transformers", "tetraformer.core", "tetraformer.errors"),
+        ("torch", "tokenizers", "transformers", "tetraformer.core", "tetraformer.errors", "tetraformer.safe_loading"),
         (),
     ),
+    "tetraformer.safe_loading": (("torch", "tetraformer.errors"), ()),  # how payload and interop load torch files
     "tetraformer.data": (None, ("tetraformer.core", "tetraformer.training", "tetraformer.interop", "tasks")),
     "tetraformer.training": (None, ("tetraformer.interop", "tasks")),
     "tetraformer": (None, ("tasks",)),  # nothing under platform/ imports a task

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,10 +64,6 @@ def _safetensors(path: Path) -> None:
     save_file({"wte.weight": torch.zeros(4, 2)}, path)
 
 
-def _pickled_code(path: Path) -> None:
-    torch.save({"args": argparse.Namespace(lr=1.0)}, path)  # loading it would need to run code
-
-
 def _state_dict(path: Path) -> None:
     torch.save(nn.Linear(2, 2).state_dict(), path)  # tensors, but no Tetraformer payload
 
@@ -76,7 +71,7 @@ def _state_dict(path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "write"),
     [("notes.txt", _text), ("random.bin", _random_bytes), ("model.safetensors", _safetensors),
-     ("code.ckpt", _pickled_code), ("pytorch_model.bin", _state_dict)],
+     ("pytorch_model.bin", _state_dict)],
 )  # fmt: skip
 def test_a_file_that_is_no_checkpoint_is_a_one_line_checkpoint_error(
     tmp_path: Path, name: str, write: Callable[[Path], None]

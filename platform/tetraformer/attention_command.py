@@ -22,6 +22,7 @@ from tetraformer.core.attention_maps import (
 )
 from tetraformer.core.backbones import TextEncoderDecoder
 from tetraformer.errors import TetraformerError
+from tetraformer.safe_loading import add_trust_flag
 from tetraformer.training.attention_figures import image_attention_figure, text_attention_figure
 from tetraformer.training.text_generation import GenerativeTask, decoder_start_token
 
@@ -51,6 +52,7 @@ def attention_parser() -> CommandParser:
     parser.add_argument("--tokenizer", help="tokenizer folder or tokenizer.json (default: the checkpoint's own)")
     parser.add_argument("--output", type=Path, default=Path("attention.png"), help="PNG to write")
     parser.add_argument("--device", default="cpu")
+    add_trust_flag(parser)
     return parser
 
 

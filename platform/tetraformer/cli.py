@@ -18,8 +18,17 @@ from tetraformer.config_errors import ConfigError, one_line, trainer_config_erro
 from tetraformer.errors import TetraformerError
 from tetraformer.eval_runs import EVAL_STAGES, evaluation_args, flag_value
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
+from tetraformer.safe_loading import (
+    TRUST_FLAG,
+    TRUST_HELP,
+    checkpoints_trusted,
+    trust_requested,
+    trusted_objects_allowed,
+    trusting_checkpoints,
+)
 from tetraformer.training.callbacks import JsonlPredictionWriter, default_callbacks
 from tetraformer.training.datamodule import TaskDataModule
+from tetraformer.training.distributed import guard_ranks
 from tetraformer.training.loggers import RunConfig, make_loggers, wandb_logger
 from tetraformer.training.module import TaskModule
 
@@ -56,12 +65,22 @@ class TetraformerCLI(LightningCLI):
         parser.add_argument(
             "--predictions", default=None, help="predict: JSONL output (default RUN_DIR/predictions.jsonl)"
         )
+        parser.add_argument(TRUST_FLAG, type=bool, default=False, help=TRUST_HELP)
 
     def _parse_ckpt_path(self) -> None:
         """Evaluation stages took the checkpoint's hyper-parameters as defaults already (eval_runs), so what the user
         set stays; Lightning's own pass would lay them over the user's flags. `fit --ckpt_path` keeps Lightning's."""
         if self.config.get("subcommand") not in EVAL_STAGES:
-            super()._parse_ckpt_path()
+            with trusted_objects_allowed(self.config[self.config.subcommand].get("ckpt_path")):
+                super()._parse_ckpt_path()
+
+    def _load_weights_only(self) -> None:
+        """Lightning's checkpoint loads take tensors and plain data only, unless --trust_checkpoint true."""
+        method_kwargs = self.config_init[self.subcommand]
+        if method_kwargs.get("weights_only") is None:
+            method_kwargs["weights_only"] = not checkpoints_trusted()
+
+    before_fit = before_validate = before_test = before_predict = _load_weights_only
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """Default loggers and callbacks unless the config sets its own."""
@@ -78,7 +97,9 @@ class TetraformerCLI(LightningCLI):
             output = self._get(self.config_init, "predictions") or root / "predictions.jsonl"
             callbacks.append(JsonlPredictionWriter(output))
         kwargs["callbacks"] = callbacks
-        return super().instantiate_trainer(**kwargs)
+        trainer = super().instantiate_trainer(**kwargs)
+        guard_ranks(trainer, run.collective_timeout_s)
+        return trainer
 
 
 def resumed_wandb_id(ckpt_path: str | None, root: Path) -> str | None:
@@ -150,10 +171,11 @@ def main(argv: list[str] | None = None) -> None:
     from tetraformer.commands import COMMANDS
 
     try:
-        if argv and argv[0] in COMMANDS:
-            COMMANDS[argv[0]](argv[1:])
-        else:
-            run_lightning(argv)
+        with trusting_checkpoints(trust_requested(argv)):
+            if argv and argv[0] in COMMANDS:
+                COMMANDS[argv[0]](argv[1:])
+            else:
+                run_lightning(argv)
     except (TetraformerError, FileNotFoundError) as err:  # the user can fix it: one line, no traceback
         sys.stderr.write(f"error: {err}\n")
         raise SystemExit(2) from err

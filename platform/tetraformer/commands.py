@@ -13,6 +13,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from tetraformer.safe_loading import add_trust_flag
+
 log = logging.getLogger(__name__)
 TASK_ENTRY_POINTS = "tetraformer.tasks"  # pyproject.toml: `name = "package.module:TaskClass"` per task
 
@@ -45,6 +47,7 @@ def generate_command(argv: list[str]) -> None:
     add_generation_flags(parser)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="cuda" if _cuda() else "cpu")
+    add_trust_flag(parser)
     args = parser.parse_args(argv)
 
     task = load_generative_task(args.ckpt, args.tokenizer, args.device)
@@ -210,6 +213,8 @@ def convert_command(argv: list[str]) -> None:
     to_hf = sub.add_parser("to-hf", help="a Tetraformer checkpoint -> a Hugging Face model directory")
     to_hf.add_argument("ckpt", type=Path)
     to_hf.add_argument("out_dir", type=Path)
+    for direction in (from_hf, to_hf):
+        add_trust_flag(direction)
     args = parser.parse_args(argv)
 
     from tetraformer.interop import load_hf

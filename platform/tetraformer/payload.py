@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from tetraformer.core.config import TransformerConfig
 from tetraformer.errors import TetraformerError
+from tetraformer.safe_loading import UnsafeCheckpointError, load_torch_file
 
 PAYLOAD_KEY = "tetraformer"
 NETWORK_PREFIX = "net."  # where a TaskModule keeps its network in `state_dict`
@@ -104,15 +105,16 @@ def save_checkpoint(ckpt: dict[str, Any], path: str | Path) -> Path:
 
 # --- reading ---------------------------------------------------------------------------------------
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a checkpoint file safely (tensors and plain data only); a file that is not one is a CheckpointError."""
+    """Load a checkpoint file safely (tensors and plain data only, unless --trust_checkpoint); a file that is not one
+    is a CheckpointError, one holding pickled objects an UnsafeCheckpointError."""
     path = Path(path)
     if path.is_dir():
         raise CheckpointError(f"{path} is a directory, not a Tetraformer checkpoint file (.ckpt)")
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except OSError:
+        ckpt = load_torch_file(path)
+    except (OSError, UnsafeCheckpointError):
         raise
     except Exception as err:  # noqa: BLE001 - torch's reasons (bad pickle, not a zip, code to run) all mean "not ours"
         raise CheckpointError(

@@ -6,11 +6,11 @@ import json
 import shutil
 from pathlib import Path
 
-import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from tetraformer.interop.errors import InteropError
+from tetraformer.safe_loading import load_torch_file
 
 TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "vocab.json", "merges.txt",
@@ -46,8 +46,8 @@ def read_weights(path: str | Path) -> dict[str, Tensor]:
 
 
 def _load_bin(path: Path) -> dict[str, Tensor]:
-    """A PyTorch state dict, loaded without unpickling code."""
-    return torch.load(path, map_location="cpu", weights_only=True)
+    """A PyTorch state dict, loaded without unpickling code (unless --trust_checkpoint)."""
+    return load_torch_file(path)
 
 
 def write_model_dir(

@@ -25,6 +25,7 @@ from lightning.pytorch.callbacks import (
 from tetraformer.core.accounting import flops_per_token
 from tetraformer.errors import TetraformerError
 from tetraformer.training.loggers import RunConfig, wandb_logger
+from tetraformer.training.numerics import NonFiniteGuard
 from tetraformer.training.peak import measured_peak_tflops, precision_dtype
 from tetraformer.training.text_generation import GenerativeTask
 
@@ -149,12 +150,13 @@ class RunCheckpoint(ModelCheckpoint):
         if trainer.global_step == 0 or trainer.sanity_checking:
             return
         self._final_step = trainer.global_step
-        trainer.save_checkpoint(Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
+        last = Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}"
+        trainer.save_checkpoint(last, weights_only=False)  # the full state, said so Lightning logs nothing
         if not self.best_model_path:
             best = Path(self.dirpath) / f"best{self.FILE_EXTENSION}"
             if trainer.is_global_zero:
                 log.info("no validation ran before training stopped: %s holds the last state", best)
-            trainer.save_checkpoint(best)
+            trainer.save_checkpoint(best, weights_only=False)
 
 
 class TimeBudget(Callback):
@@ -239,6 +241,7 @@ def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = 
     callbacks: list[Callback] = [LearningRateMonitor("step"), Throughput(run.peak_tflops), TimeBudget()]
     if checkpoints:
         callbacks[:0] = [FinalValidation(), RunCheckpoint(Path(root_dir) / "checkpoints", run)]
+        callbacks.insert(0, NonFiniteGuard(run.on_nonfinite))  # and the non-finite loss/gradient guard
     if run.max_tokens is not None:
         callbacks.append(TokenBudget(run.max_tokens))
     if run.samples:

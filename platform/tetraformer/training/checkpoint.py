@@ -21,6 +21,7 @@ from tetraformer.payload import (
     read_checkpoint,
     tokenizer_from_state,
 )
+from tetraformer.safe_loading import checkpoints_trusted
 
 log = logging.getLogger(__name__)
 BACKBONE_PREFIX = "backbone."  # where task networks keep a reusable backbone (SequenceClassifier, MaskedLM)
@@ -32,7 +33,8 @@ def load_task_module(path: str | Path, map_location: str | torch.device = "cpu")
     class_path = ckpt.get("hyper_parameters", {}).get("_class_path") or ckpt[PAYLOAD_KEY]["class_path"]
     module_name, _, class_name = class_path.rpartition(".")
     cls = getattr(importlib.import_module(module_name), class_name)
-    return cls.load_from_checkpoint(path, map_location=map_location, weights_only=True).eval()
+    weights_only = not checkpoints_trusted()  # read_checkpoint refused pickled objects unless trusted
+    return cls.load_from_checkpoint(path, map_location=map_location, weights_only=weights_only).eval()
 
 
 def load_network(path: str | Path) -> tuple[nn.Module, Any]:

@@ -30,6 +30,8 @@ class RunConfig:
     # one device's peak (e.g. 989 for H100 bf16 dense), or auto (a matmul timed at start): enables train/mfu
     peak_tflops: float | Literal["auto"] | None = None
     max_tokens: int | None = None  # stop training after this many training tokens (or images)
+    on_nonfinite: Literal["stop", "skip"] = "stop"  # a NaN/inf loss or gradient norm: stop the run, or skip the batch
+    collective_timeout_s: float = 600.0  # a distributed collective waiting longer than this ends the job
 
 
 def wandb_mode(requested: WandbMode) -> str:
