@@ -22,6 +22,7 @@ from tetraformer.training.callbacks import JsonlPredictionWriter, default_callba
 from tetraformer.training.datamodule import TaskDataModule
 from tetraformer.training.loggers import RunConfig, make_loggers, wandb_logger
 from tetraformer.training.module import TaskModule
+from tetraformer.training.strategies import platform_strategy
 
 log = logging.getLogger(__name__)
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -64,8 +65,9 @@ class TetraformerCLI(LightningCLI):
             super()._parse_ckpt_path()
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
-        """Default loggers and callbacks unless the config sets its own."""
+        """Default loggers and callbacks unless the config sets its own; FSDP by name wraps the core's blocks."""
         trainer_cfg = self._get(self.config_init, "trainer", default={})
+        kwargs["strategy"] = platform_strategy(trainer_cfg.get("strategy", "auto"))
         run: RunConfig = self._get(self.config_init, "run")
         root = Path(trainer_cfg.get("default_root_dir") or ".")
         if trainer_cfg.get("logger") in (None, True):
