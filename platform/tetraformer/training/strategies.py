@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+import lightning as L
 from lightning.pytorch.strategies import FSDPStrategy, Strategy, StrategyRegistry
+from torch.distributed.fsdp import FullyShardedDataParallel
 
 from tetraformer.core.layers import Block
 
@@ -25,3 +28,20 @@ def platform_strategy(strategy: str | Strategy) -> str | Strategy:
         return strategy
     log.info("strategy %s: sharding each %s as one FSDP unit", strategy, Block.__name__)
     return fsdp_strategy(**StrategyRegistry[strategy]["init_params"])
+
+
+def forward_needs_every_rank(trainer: L.Trainer) -> bool:
+    """True when FSDP shards the weights: then a forward pass outside the training loop (a sample, an attention
+    map) gathers them from every rank, so every rank must run it, inside `gathered_weights`."""
+    return isinstance(trainer.strategy, FSDPStrategy)
+
+
+def gathered_weights(trainer: L.Trainer) -> AbstractContextManager:
+    """Inside: a network method called directly (not through the Trainer's step) sees whole weights under FSDP.
+
+    FSDP gathers the root unit's weights (embeddings, heads) only inside the wrapped module's forward; this
+    gathers them for the duration (every rank must enter), while each Block unit still gathers its own on call.
+    """
+    if not forward_needs_every_rank(trainer):
+        return nullcontext()
+    return FullyShardedDataParallel.summon_full_params(trainer.strategy.model, recurse=False, writeback=False)
