@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -74,3 +75,22 @@ def test_fsdp_fit_on_gpus(tmp_path: Path, checkpointing: bool) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sharding each Block as one FSDP unit" in done.stderr
     assert_usable_checkpoint(run)
+
+
+@pytest.mark.distributed
+def test_fsdp_units_sample_and_checkpoint_blocks_on_cpu_processes(tmp_path: Path) -> None:
+    """Two CPU processes under FSDP (emulated: tests/training/cpu_fsdp.py) train with checkpointed Block units, and
+    the W&B samples table generates at each validation: every rank joins the forward, with the root's weights
+    gathered, so the (sharded) embedding is whole."""
+    run = tmp_path / "run"
+    config = lm_config_file(tmp_path, run, devices=2, max_steps=6, val_check_interval=3, enable_checkpointing=False,
+                            callbacks=[{"class_path": "tetraformer.training.callbacks.SamplesTable"}],
+                            strategy={"class_path": "tests.training.cpu_fsdp.CPUFSDP"})  # fmt: skip
+    args = ["fit", "-c", str(config), "--run.wandb", "offline", "--model.arch.activation_checkpointing", "true"]
+    done = subprocess.run(cli_command(*args), env=quiet_env(WANDB_MODE="offline", WANDB_SILENT="true"),
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    tables = sorted(run.glob("wandb/offline-run-*/files/media/table/val/samples_*.table.json"))
+    assert len(tables) == 2  # steps 3 and 6
+    (row,) = json.loads(tables[-1].read_text())["data"]
+    assert row[:2] == [6, "First"] and row[2]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 import torch
 from torch import nn
@@ -13,8 +14,8 @@ from tetraformer.core.layers import Block
 log = logging.getLogger(__name__)
 
 
-def compile_blocks(net: nn.Module) -> int:
-    """Compile every Block of `net` in place (nn.Module.compile); returns how many were compiled.
+def compile_blocks(net: nn.Module, **options: Any) -> int:
+    """Compile every Block of `net` in place (nn.Module.compile, with torch.compile's `options`); returns how many.
 
     Compiling the blocks rather than the whole network covers every entry point a task calls (forward,
     masked LM's pretraining_logits, ...), keeps FSDP's Block units intact, and adds no `_orig_mod.` prefix to the
@@ -22,7 +23,7 @@ def compile_blocks(net: nn.Module) -> int:
     """
     blocks = [m for m in net.modules() if isinstance(m, Block)]
     for block in blocks:
-        block.compile()
+        block.compile(**options)
     log.info("compiled %d blocks of %s with torch.compile", len(blocks), type(net).__name__)
     return len(blocks)
 
