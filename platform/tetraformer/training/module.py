@@ -59,7 +59,7 @@ class TaskModule(L.LightningModule):
         self.arch = arch or TransformerConfig()
         self.optim = optim or OptimizerConfig()
         self.init_from, self.label_smoothing = init_from, label_smoothing
-        self.compile_blocks = compile  # not `self.compile`: that is nn.Module's method
+        self.compile_network = compile  # not `self.compile`: that is nn.Module's method
         self.net: nn.Module | None = None
         self.tokenizer: Any = None
         self.train_metrics: nn.ModuleDict | None = None  # built when a stage starts, once labels are known
@@ -117,7 +117,7 @@ class TaskModule(L.LightningModule):
             self.net = self._pretrained_network(datamodule)
         else:
             self.net = self.make_network(self.network_config(datamodule))
-        if self.compile_blocks:
+        if self.compile_network:
             compile_blocks(self.net)
 
     def _pretrained_network(self, datamodule: Any) -> nn.Module:
