@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy
+from jsonargparse import ArgumentParser
+from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy, Strategy
 from torch.distributed.fsdp import ShardingStrategy
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
@@ -94,3 +95,16 @@ def test_fsdp_units_sample_and_checkpoint_blocks_on_cpu_processes(tmp_path: Path
     assert len(tables) == 2  # steps 3 and 6
     (row,) = json.loads(tables[-1].read_text())["data"]
     assert row[:2] == [6, "First"] and row[2]
+
+
+def test_yaml_fsdp_strategy_can_name_the_block_units() -> None:
+    """The README's YAML (an FSDPStrategy with its own sharding and `auto_wrap_policy: [tetraformer.core.layers.Block]`)
+    parses as the CLI parses a trainer strategy, and is used as written."""
+    parser = ArgumentParser()
+    parser.add_argument("--strategy", type=Strategy | str)
+    given = {"class_path": "lightning.pytorch.strategies.FSDPStrategy",
+             "init_args": {"sharding_strategy": "HYBRID_SHARD", "auto_wrap_policy": ["tetraformer.core.layers.Block"]}}  # fmt: skip
+    strategy = parser.instantiate(parser.parse_object({"strategy": given})).strategy
+    assert platform_strategy(strategy) is strategy
+    assert strategy.sharding_strategy == ShardingStrategy.HYBRID_SHARD
+    assert strategy.kwargs["auto_wrap_policy"]._module_classes == {Block}
