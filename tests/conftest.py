@@ -26,6 +26,15 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip tests marked `gpu` on machines without CUDA."""
+    if torch.cuda.is_available():
+        return
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+
+
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     """Seed torch so every test sees the same weights and inputs."""

@@ -31,6 +31,7 @@ from tetraformer.training.datamodule import TaskDataModule
 from tetraformer.training.distributed import guard_ranks
 from tetraformer.training.loggers import RunConfig, make_loggers, wandb_logger
 from tetraformer.training.module import TaskModule
+from tetraformer.training.strategies import platform_strategy
 
 log = logging.getLogger(__name__)
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -83,8 +84,9 @@ class TetraformerCLI(LightningCLI):
     before_fit = before_validate = before_test = before_predict = _load_weights_only
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
-        """Default loggers and callbacks unless the config sets its own."""
+        """Default loggers and callbacks unless the config sets its own; FSDP by name wraps the core's blocks."""
         trainer_cfg = self._get(self.config_init, "trainer", default={})
+        kwargs["strategy"] = platform_strategy(trainer_cfg.get("strategy", "auto"))
         run: RunConfig = self._get(self.config_init, "run")
         root = Path(trainer_cfg.get("default_root_dir") or ".")
         if trainer_cfg.get("logger") in (None, True):

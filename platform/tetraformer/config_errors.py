@@ -13,6 +13,7 @@ _UNKNOWN_OPTION = re.compile(r"^Option '([^']+)' is not accepted$")
 _VAL_INTERVAL = re.compile(
     r"`val_check_interval` \((\d+)\) must be less than or equal to the number of the training batches \((\d+)\)"
 )
+_FSDP_NEEDS_GPU = re.compile(r"The strategy `fsdp` requires a GPU accelerator, but received `accelerator='?(\w+)'?`")
 _STRUCTURE = (
     "Does not validate against any of the Union subtypes",
     "Subtypes:",
@@ -66,5 +67,11 @@ def trainer_config_error(err: ValueError) -> ConfigError | None:
             f"--trainer.val_check_interval {steps} is more than the {batches} batches of one training epoch: "
             f"set --trainer.check_val_every_n_epoch null (validate every {steps} steps across epochs) "
             f"or --trainer.val_check_interval {batches} or less"
+        )
+    fsdp = _FSDP_NEEDS_GPU.search(str(err))
+    if fsdp:
+        return ConfigError(
+            f"--trainer.strategy fsdp needs CUDA GPUs (Lightning's FSDP refuses accelerator {fsdp.group(1)!r}): "
+            "on CPU use --trainer.strategy ddp"
         )
     return None

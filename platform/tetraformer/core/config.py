@@ -67,6 +67,9 @@ class TransformerConfig:
     tie_embeddings: bool = True  # LM head shares the token embedding matrix
     rescale_tied_logits: bool = False  # T5 v1.0 multiplies the output by d_model**-0.5 when tied
 
+    # --- training memory ---------------------------------------------------------------------
+    activation_checkpointing: bool = False  # recompute each block in backward: less memory, ~1/3 more compute
+
     def __post_init__(self) -> None:
         """Reject shapes and names that cannot build a model."""
         if self.d_head is None and self.d_model % self.n_heads:

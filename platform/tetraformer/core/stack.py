@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from tetraformer.core.cache import KVCache
 from tetraformer.core.config import TransformerConfig
@@ -29,7 +31,7 @@ class TransformerStack(nn.Module):
 
     def __init__(self, cfg: TransformerConfig, n_layers: int, causal: bool, cross_attention: bool) -> None:
         super().__init__()
-        self.causal = causal
+        self.causal, self.checkpointing = causal, cfg.activation_checkpointing
         self.layers = nn.ModuleList(Block(cfg, cross_attention) for _ in range(n_layers))
         self.final_norm = make_norm(cfg) if cfg.norm_position == "pre" else nn.Identity()
         self.position_bias, self.rotary = attention_bias(cfg, causal), rotary(cfg)
@@ -55,7 +57,8 @@ class TransformerStack(nn.Module):
         angles = (self.rotary, *self.rotary.angles(t, offset)) if self.rotary is not None else None
         hidden, attns, cross_attns = [x], [], []
         for i, layer in enumerate(self.layers):
-            x, w, cw = layer(
+            x, w, cw = self._run_layer(
+                layer,
                 x,
                 mask=mask,
                 is_causal=is_causal,
@@ -78,6 +81,13 @@ class TransformerStack(nn.Module):
             tuple(attns) if output_attentions else None,
             tuple(cross_attns) if output_attentions and memory is not None else None,
         )
+
+    def _run_layer(self, layer: nn.Module, x: Tensor, **kwargs: Any) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """One block; with activation checkpointing, a training pass keeps only its input and recomputes it in
+        backward (non-reentrant, same RNG state: dropout masks repeat). Cached decoding and eval run it plainly."""
+        if self.checkpointing and self.training and torch.is_grad_enabled() and kwargs["cache"] is None:
+            return checkpoint(layer, x, use_reentrant=False, **kwargs)
+        return layer(x, **kwargs)
 
     def _self_mask(self, x: Tensor, padding_mask: Tensor | None, offset: int) -> tuple[Tensor | None, bool]:
         """Self-attention mask (boolean, or float when a position bias is folded in) and the SDPA causal flag."""

@@ -20,6 +20,7 @@ from tetraformer.core.attention_maps import (
 )
 from tetraformer.training.attention_figures import rollout_grid_figure
 from tetraformer.training.loggers import wandb_logger
+from tetraformer.training.strategies import forward_needs_every_rank, gathered_weights
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +38,19 @@ class AttentionRolloutImages(Callback):
         self._samples: tuple[Tensor, Tensor] | None = None
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: Any) -> None:
-        """Draw on rank zero after each real validation (not the sanity check)."""
-        if trainer.sanity_checking or not trainer.is_global_zero or self.n_images < 1:
+        """Draw on rank zero after each real validation (not the sanity check); sharded weights need every rank's
+        forward."""
+        if trainer.sanity_checking or self.n_images < 1:
+            return
+        if not (trainer.is_global_zero or forward_needs_every_rank(trainer)):
             return
         if self._samples is None:
             self._samples = trainer.datamodule.sample_images("val", self.n_images)
         display, pixels = self._samples
-        rollouts = rollout_maps(pl_module.net, pixels.to(pl_module.device))  # (n, gh, gw)
+        with gathered_weights(trainer):
+            rollouts = rollout_maps(pl_module.net, pixels.to(pl_module.device))  # (n, gh, gw)
+        if not trainer.is_global_zero:
+            return
         path = Path(trainer.default_root_dir) / "attention" / f"step_{trainer.global_step:06d}.png"
         rollout_grid_figure(display.cpu().numpy(), rollouts.cpu().numpy(), path,
                             title=f"attention rollout, step {trainer.global_step}")  # fmt: skip

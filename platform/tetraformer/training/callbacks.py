@@ -27,6 +27,7 @@ from tetraformer.errors import TetraformerError
 from tetraformer.training.loggers import RunConfig, wandb_logger
 from tetraformer.training.numerics import NonFiniteGuard
 from tetraformer.training.peak import measured_peak_tflops, precision_dtype
+from tetraformer.training.strategies import forward_needs_every_rank, gathered_weights
 from tetraformer.training.text_generation import GenerativeTask
 
 log = logging.getLogger(__name__)
@@ -107,15 +108,19 @@ class SamplesTable(Callback):
     """Logs a generative task's continuations of its sample prompts as a W&B table at each validation."""
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: Any) -> None:
-        """Generate on rank zero, when the task generates text and W&B logs the run."""
-        if trainer.sanity_checking or not trainer.is_global_zero or not isinstance(pl_module, GenerativeTask):
+        """Generate on rank zero (on every rank when FSDP shards the weights: each forward gathers them from all),
+        when the task generates text and W&B logs the run; rank zero logs."""
+        sharded = forward_needs_every_rank(trainer)
+        if trainer.sanity_checking or not (trainer.is_global_zero or sharded) or not isinstance(pl_module, GenerativeTask):
             return
         logger = wandb_logger(trainer.loggers)
         if logger is None or not pl_module.sample_prompts:
             return
-        outputs = pl_module.generate(pl_module.sample_prompts)
+        with gathered_weights(trainer):
+            outputs = pl_module.generate(pl_module.sample_prompts)
         rows = [[trainer.global_step, p, o] for p, o in zip(pl_module.sample_prompts, outputs, strict=True)]
-        logger.log_text(key="val/samples", columns=["step", "prompt", "generated"], data=rows)
+        if trainer.is_global_zero:
+            logger.log_text(key="val/samples", columns=["step", "prompt", "generated"], data=rows)
 
 
 class RunCheckpoint(ModelCheckpoint):

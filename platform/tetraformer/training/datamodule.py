@@ -35,6 +35,7 @@ class TaskDataModule(L.LightningDataModule):
         seed: int = 1234,
     ) -> None:
         super().__init__()
+        self.prepare_data_per_node = False  # RUN_DIR is shared by every node (checkpoints too): rank 0 prepares
         self.train_path, self.val_path, self.test_path, self.predict_path = (
             train_path,
             val_path,

@@ -14,6 +14,7 @@ from tetraformer.core.config import TransformerConfig
 from tetraformer.errors import TetraformerError
 from tetraformer.payload import PAYLOAD_KEY, make_payload, plain, tokenizer_from_state
 from tetraformer.training.checkpoint import load_weights, starting_point
+from tetraformer.training.compile import compile_blocks
 from tetraformer.training.loggers import wandb_logger
 from tetraformer.training.metrics import REPORT_STAGES, confusion_metric, stage_copies
 from tetraformer.training.optim import OptimizerConfig, build_optimizer
@@ -25,12 +26,15 @@ FINE_TUNING_FIELDS = (
     "attn_dropout",
     "ffn_dropout",
     "attention",
+    "activation_checkpointing",
 )  # taken from `arch` with init_from
 
 
 class TaskModule(L.LightningModule):
     """Owns one network built from a TransformerConfig; subclasses define the network and the loss.
 
+    With `compile` every core Block of the network runs through `torch.compile` (compiled in place, so the
+    checkpoint's weight names stay those of the eager network); generation's cached decoding stays eager.
     With `init_from` (a Tetraformer checkpoint or a Hugging Face model directory) the architecture and
     weights come from that source; only the FINE_TUNING_FIELDS of `arch` apply.
     The network is built in `configure_model`, once the datamodule knows the vocabulary, or in
@@ -49,11 +53,13 @@ class TaskModule(L.LightningModule):
         optim: OptimizerConfig | None = None,
         init_from: str | None = None,
         label_smoothing: float = 0.0,
+        compile: bool = False,  # noqa: A002  (the user-facing option is --model.compile)
     ) -> None:
         super().__init__()
         self.arch = arch or TransformerConfig()
         self.optim = optim or OptimizerConfig()
         self.init_from, self.label_smoothing = init_from, label_smoothing
+        self.compile_network = compile  # not `self.compile`: that is nn.Module's method
         self.net: nn.Module | None = None
         self.tokenizer: Any = None
         self.train_metrics: nn.ModuleDict | None = None  # built when a stage starts, once labels are known
@@ -102,22 +108,29 @@ class TaskModule(L.LightningModule):
 
     # --- network lifecycle -------------------------------------------------------------------------
     def configure_model(self) -> None:
-        """Build the network from the datamodule's tokenizer, then load starting weights if asked."""
+        """Build the network from the datamodule's tokenizer, load starting weights if asked, compile if asked."""
         if self.net is not None or self._trainer is None:
             return  # already built, or loading a checkpoint outside a Trainer: on_load_checkpoint builds it
         datamodule = self.trainer.datamodule
         self.tokenizer = getattr(datamodule, "tokenizer", None)
-        if not self.init_from:
+        if self.init_from:
+            self.net = self._pretrained_network(datamodule)
+        else:
             self.net = self.make_network(self.network_config(datamodule))
-            return
+        if self.compile_network:
+            compile_blocks(self.net)
+
+    def _pretrained_network(self, datamodule: Any) -> nn.Module:
+        """The network of `init_from`, fitted to the data, with its weights loaded."""
         cfg, state = starting_point(self.init_from)
         cfg = cfg.replace(**{k: getattr(self.arch, k) for k in FINE_TUNING_FIELDS})
         cfg, state = self.adapt_pretrained(cfg, state, datamodule)
         self._check_vocabulary(cfg)
         self._check_positions(cfg, datamodule)
-        self.net = self.make_network(cfg)
-        load_weights(self.net, state, self.init_from)
-        log.info("initialised %s from %s", type(self.net).__name__, self.init_from)
+        net = self.make_network(cfg)
+        load_weights(net, state, self.init_from)
+        log.info("initialised %s from %s", type(net).__name__, self.init_from)
+        return net
 
     def adapt_pretrained(
         self, cfg: TransformerConfig, state: dict[str, Tensor], datamodule: Any

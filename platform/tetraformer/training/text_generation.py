@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from tetraformer.core.generation import GenerationConfig, generate
 from tetraformer.data.tokenizer import decoder_start_token
+from tetraformer.training.compile import eager_decoding
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,8 @@ def generate_text(
         stop=_stop_hook(tokenizer, config.stop) if config.stop else None,
         on_token=streamer.push if streamer is not None else None,
     )  # fmt: skip
-    out = generate(net, ids, mask, core)
+    with eager_decoding():
+        out = generate(net, ids, mask, core)
     new = out if encoder_decoder else out[:, ids.shape[1] :]
     texts = [_cut(tokenizer.decode(row, skip_special_tokens=True), config.stop) for row in new.tolist()]
     if on_text is not None and streamer is None:
