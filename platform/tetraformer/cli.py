@@ -19,9 +19,12 @@ from tetraformer.errors import TetraformerError
 from tetraformer.eval_runs import EVAL_STAGES, evaluation_args, flag_value
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
 from tetraformer.training.callbacks import JsonlPredictionWriter, default_callbacks
+from tetraformer.training.checkpoint_io import with_atomic_io
 from tetraformer.training.datamodule import TaskDataModule
 from tetraformer.training.loggers import RunConfig, make_loggers, wandb_logger
 from tetraformer.training.module import TaskModule
+from tetraformer.training.preemption import with_slurm_environment
+from tetraformer.training.resume import resume_path
 
 log = logging.getLogger(__name__)
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -68,6 +71,9 @@ class TetraformerCLI(LightningCLI):
         trainer_cfg = self._get(self.config_init, "trainer", default={})
         run: RunConfig = self._get(self.config_init, "run")
         root = Path(trainer_cfg.get("default_root_dir") or ".")
+        if self.subcommand == "fit":  # `--ckpt_path last` before any last.ckpt: from scratch (a requeued job)
+            self.config_init.fit.ckpt_path = resume_path(self.config_init.fit.ckpt_path, root / "checkpoints")
+        kwargs["plugins"] = with_slurm_environment(with_atomic_io(trainer_cfg.get("plugins")))
         if trainer_cfg.get("logger") in (None, True):
             resumed = self._get(self.config_init, "ckpt_path") if self.subcommand == "fit" else None
             kwargs["logger"] = make_loggers(root, run, resumed_wandb_id(resumed, root))

@@ -26,6 +26,9 @@ from tetraformer.core.accounting import flops_per_token
 from tetraformer.errors import TetraformerError
 from tetraformer.training.loggers import RunConfig, wandb_logger
 from tetraformer.training.peak import measured_peak_tflops, precision_dtype
+from tetraformer.training.periodic_checkpoint import PeriodicCheckpoint
+from tetraformer.training.preemption import Preemption
+from tetraformer.training.resume import RandomState
 from tetraformer.training.text_generation import GenerativeTask
 
 log = logging.getLogger(__name__)
@@ -234,11 +237,13 @@ class JsonlPredictionWriter(BasePredictionWriter):
 
 
 def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = True) -> list[Callback]:
-    """When training: validation at the last step, best + last checkpoints. Always: LR monitor, throughput,
-    time budget; and as configured: token budget, samples, early stopping, progress bar."""
+    """When training: validation at the last step, best + last checkpoints (also periodic ones, on preemption, with
+    the RNG states). Always: LR monitor, throughput, time budget; and as configured: token budget, samples,
+    early stopping, progress bar."""
     callbacks: list[Callback] = [LearningRateMonitor("step"), Throughput(run.peak_tflops), TimeBudget()]
     if checkpoints:
-        callbacks[:0] = [FinalValidation(), RunCheckpoint(Path(root_dir) / "checkpoints", run)]
+        callbacks[:0] = [FinalValidation(), RunCheckpoint(Path(root_dir) / "checkpoints", run), RandomState(),
+                         Preemption(), PeriodicCheckpoint(run.save_every_n_steps, run.save_every_minutes)]  # fmt: skip
     if run.max_tokens is not None:
         callbacks.append(TokenBudget(run.max_tokens))
     if run.samples:

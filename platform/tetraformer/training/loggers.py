@@ -30,6 +30,8 @@ class RunConfig:
     # one device's peak (e.g. 989 for H100 bf16 dense), or auto (a matmul timed at start): enables train/mfu
     peak_tflops: float | Literal["auto"] | None = None
     max_tokens: int | None = None  # stop training after this many training tokens (or images)
+    save_every_n_steps: int | None = None  # also write last.ckpt every N optimizer steps (between validations)
+    save_every_minutes: float | None = None  # also write last.ckpt once M minutes passed since it was written
 
 
 def wandb_mode(requested: WandbMode) -> str:

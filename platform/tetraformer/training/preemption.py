@@ -1,0 +1,147 @@
+"""Preemption: SIGTERM or SIGUSR1 stops the run at the next step boundary with last.ckpt saved, on every rank.
+
+The one path for signals during training (Lightning's own SIGTERM handler and SLURM auto-requeue are set
+aside): the handler only raises a flag; after the next optimizer step every rank learns whether any rank was
+signalled, and all stop together. RunCheckpoint writes last.ckpt at the step a fit stops on; the run skips
+the validation it would have run, exits 0 and logs the command that resumes it. Under SLURM a SIGUSR1 (the
+warning `#SBATCH --signal=USR1@120` sends before the time limit) also requeues the job from global rank 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
+from lightning.pytorch.callbacks import Callback
+
+log = logging.getLogger(__name__)
+SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+REQUEUE_SIGNAL = signal.SIGUSR1
+
+
+class Preemption(Callback):
+    """Turns SIGTERM / SIGUSR1 into a clean stop at the next step boundary (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.received: int = 0  # the signal this process got, 0 for none
+        self.stopped_by: int = 0  # the signal the run stopped for (any rank's), 0 while training goes on
+        self._step = -1
+        self._previous: dict[int, Any] = {}
+
+    def setup(self, trainer: L.Trainer, pl_module: Any, stage: str) -> None:
+        """Catch the signals from the start of fit (data preparation included)."""
+        if stage == "fit":
+            self._install()
+
+    def on_sanity_check_start(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Take SIGTERM back from the handler Lightning installed since, so ours is the only behaviour."""
+        self._install()
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """The same when no sanity check ran (a resumed run)."""
+        self._install()
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """After each optimizer step, stop every rank when any rank was signalled (before the checkpoint hook)."""
+        if trainer.global_step == self._step:
+            return  # accumulating gradients: not a step boundary
+        self._step = trainer.global_step
+        signum = any_rank(trainer, self.received)
+        if signum and not self.stopped_by:
+            self.stopped_by = signum
+            trainer.should_stop = True  # RunCheckpoint, called after this hook, saves last.ckpt at this step
+            trainer.limit_val_batches = 0  # no validation before exiting: the grace period is short
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Say how to resume; under SLURM, requeue the job after a SIGUSR1 (global rank zero)."""
+        if not self.stopped_by or not trainer.is_global_zero:
+            return
+        name = signal.Signals(self.stopped_by).name
+        log.info("%s: stopped at step %d with last.ckpt saved; resume with: %s", name, trainer.global_step,
+                 resume_command(sys.argv[1:]))  # fmt: skip
+        if self.stopped_by == REQUEUE_SIGNAL and os.environ.get("SLURM_JOB_ID"):
+            requeue_slurm_job()
+
+    def teardown(self, trainer: L.Trainer, pl_module: Any, stage: str) -> None:
+        """Give the signals back to the handlers they had before fit."""
+        if threading.current_thread() is threading.main_thread():
+            for signum, handler in self._previous.items():
+                signal.signal(signum, handler)
+        self._previous = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        """Only note the signal: the training loop acts on it at the next step boundary."""
+        self.received = self.received or signum
+
+    def _install(self) -> None:
+        """Make `_handle` the handler of SIGTERM and SIGUSR1 (signals reach only the main thread)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in SIGNALS:
+            previous = signal.signal(signum, self._handle)
+            self._previous.setdefault(signum, previous)
+
+
+def any_rank(trainer: L.Trainer, signum: int) -> int:
+    """The largest signal number any rank received (0 for none), the same on every rank."""
+    if trainer.world_size == 1:
+        return signum
+    flag = torch.tensor([signum], device=trainer.strategy.root_device)
+    return int(trainer.strategy.reduce(flag, reduce_op="max").item())
+
+
+def resume_command(argv: Sequence[str]) -> str:
+    """The `tetraformer` command line of this run with `--ckpt_path last` in place of any --ckpt_path."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--ckpt_path":
+            skip = True
+        elif not arg.startswith("--ckpt_path="):
+            kept.append(arg)
+    return shlex.join(["tetraformer", *kept, "--ckpt_path", "last"])
+
+
+def slurm_job_id() -> str:
+    """The id `scontrol requeue` takes: ARRAYJOB_TASK for an array task, else SLURM_JOB_ID."""
+    array_job = os.environ.get("SLURM_ARRAY_JOB_ID")
+    if array_job:
+        return f"{array_job}_{os.environ['SLURM_ARRAY_TASK_ID']}"
+    return os.environ["SLURM_JOB_ID"]
+
+
+def requeue_slurm_job() -> bool:
+    """`scontrol requeue JOB`: True when it worked; a failure is logged, never raised (the checkpoint is safe)."""
+    job = slurm_job_id()
+    try:
+        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        log.error("could not requeue SLURM job %s: %s", job, err)
+        return False
+    if done.returncode != 0:
+        log.error("scontrol requeue %s failed (exit %d): %s", job, done.returncode, done.stderr.strip())
+        return False
+    log.info("requeued SLURM job %s", job)
+    return True
+
+
+def with_slurm_environment(plugins: list[Any]) -> list[Any]:
+    """Under SLURM, a SLURMEnvironment without Lightning's auto-requeue (Preemption requeues), unless one is set."""
+    if not SLURMEnvironment.detect() or any(isinstance(plugin, ClusterEnvironment) for plugin in plugins):
+        return plugins
+    return [*plugins, SLURMEnvironment(auto_requeue=False)]

@@ -1,0 +1,77 @@
+"""Tiny language-model runs with dropout, stopped and resumed through the CLI, and the weights they end with."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from tests.tasks.language_modeling.conftest import TEXT, tiny_config
+from tetraformer.cli import main
+
+STEPS = 20  # every run trains to this step; validations every 5 steps; 6 batches an epoch (41 blocks of 8)
+THREADS = "1"  # every run on one thread: the same bits in and out of process, and fast on a busy machine
+
+
+def write_config(root: Path, run: Path, **trainer: Any) -> Path:
+    """A tiny char-level GPT config with dropout (so resuming must restore the RNG) training on a fixture text."""
+    corpus = root / "corpus.txt"
+    if not corpus.is_file():
+        corpus.write_text(TEXT * 12, encoding="utf-8")
+    config = tiny_config(run, train_path=str(corpus), documents="line")
+    config["model"]["init_args"]["arch"].update(dropout=0.1, attn_dropout=0.1)
+    config["trainer"].update(max_steps=STEPS, **trainer)
+    path = root / f"{run.name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def fit(config: Path, *args: str) -> None:
+    """`tetraformer fit -c CONFIG ARGS...` in this process (on THREADS threads)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(int(THREADS))
+    try:
+        main(["fit", "-c", str(config), *args])
+    finally:
+        torch.set_num_threads(previous)
+
+
+def command(config: Path, *args: str) -> list[str]:
+    """The same as a command line for a subprocess."""
+    return [sys.executable, "-m", "tetraformer.cli", "fit", "-c", str(config), *args]
+
+
+def start(config: Path, *args: str, log: Path) -> subprocess.Popen:
+    """Start `fit` in a subprocess (W&B off, on THREADS threads) writing its output to `log`."""
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": THREADS}
+    with log.open("w") as out:
+        return subprocess.Popen(command(config, *args), env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def checkpoint(run: Path, name: str = "last.ckpt") -> dict[str, Any]:
+    """A checkpoint of a run."""
+    return torch.load(run / "checkpoints" / name, weights_only=True, map_location="cpu")
+
+
+def wait_for_step(run: Path, step: int, process: subprocess.Popen, timeout: float = 300) -> int:
+    """Poll last.ckpt until it holds `step` or later (the process still running); the step it holds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if (run / "checkpoints" / "last.ckpt").is_file():
+            saved = checkpoint(run)["global_step"]  # written atomically: never a half file
+            if saved >= step:
+                return saved
+        time.sleep(0.02)
+    raise AssertionError(f"{run}: no last.ckpt at step {step} (exit code {process.poll()})")
+
+
+def same_weights(a: Path, b: Path) -> bool:
+    """Whether two runs' last.ckpt hold bit-identical tensors (all of them, same names)."""
+    left, right = checkpoint(a)["state_dict"], checkpoint(b)["state_dict"]
+    return left.keys() == right.keys() and all(torch.equal(left[k], right[k]) for k in left)
