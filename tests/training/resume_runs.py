@@ -11,12 +11,27 @@ from typing import Any
 
 import torch
 import yaml
+from lightning.pytorch.callbacks import Callback
 
 from tests.tasks.language_modeling.conftest import TEXT, tiny_config
 from tetraformer.cli import main
 
 STEPS = 20  # every run trains to this step; validations every 5 steps; 6 batches an epoch (41 blocks of 8)
 THREADS = "1"  # every run on one thread: the same bits in and out of process, and fast on a busy machine
+
+
+class Pace(Callback):
+    """Sleeps after each training batch, so a signal or a kill lands mid-run (it changes no number)."""
+
+    def __init__(self, seconds: float = 0.1) -> None:
+        self.seconds = seconds
+
+    def on_train_batch_end(self, *args: Any) -> None:
+        """Wait a little."""
+        time.sleep(self.seconds)
+
+
+PACED = {"callbacks": [{"class_path": f"{__name__}.Pace"}]}  # write_config(..., **PACED): about 0.1 s a step
 
 
 def write_config(root: Path, run: Path, **trainer: Any) -> Path:
