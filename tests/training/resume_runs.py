@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -29,6 +30,18 @@ class Pace(Callback):
     def on_train_batch_end(self, *args: Any) -> None:
         """Wait a little."""
         time.sleep(self.seconds)
+
+
+class SignalAt(Callback):
+    """Sends this process a signal at the end of one training step (a preemption notice arriving mid-step)."""
+
+    def __init__(self, step: int, signum: int) -> None:
+        self.step, self.signum = step, signum
+
+    def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+        """Signal ourselves on the chosen step."""
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), self.signum)
 
 
 PACED = {"callbacks": [{"class_path": f"{__name__}.Pace"}]}  # write_config(..., **PACED): about 0.1 s a step
@@ -62,11 +75,24 @@ def command(config: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "tetraformer.cli", "fit", "-c", str(config), *args]
 
 
-def start(config: Path, *args: str, log: Path) -> subprocess.Popen:
-    """Start `fit` in a subprocess (W&B off, on THREADS threads) writing its output to `log`."""
-    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": THREADS}
+def start(config: Path, *args: str, log: Path, **env: str) -> subprocess.Popen:
+    """Start `fit` in a subprocess (W&B off, on THREADS threads, with `env` added) writing its output to `log`."""
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": THREADS, **env}
     with log.open("w") as out:
         return subprocess.Popen(command(config, *args), env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def start_ranks(config: Path, *args: str, logs: Path, world: int = 2) -> list[subprocess.Popen]:
+    """Start one `fit` process per rank, as torchrun would (so each rank can be signalled alone)."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = str(free.getsockname()[1])
+    ranks = []
+    for rank in range(world):
+        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(world), "RANK": str(rank),
+               "LOCAL_RANK": str(rank), "GROUP_RANK": "0", "LOCAL_WORLD_SIZE": str(world)}  # fmt: skip
+        ranks.append(start(config, *args, log=logs / f"rank{rank}.log", **env))
+    return ranks
 
 
 def checkpoint(run: Path, name: str = "last.ckpt") -> dict[str, Any]:
