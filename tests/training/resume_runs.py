@@ -33,14 +33,19 @@ class Pace(Callback):
 
 
 class SignalAt(Callback):
-    """Sends this process a signal at the end of one training step (a preemption notice arriving mid-step)."""
+    """Sends this process a signal at the end of one training step, or as the validation after it starts."""
 
-    def __init__(self, step: int, signum: int) -> None:
-        self.step, self.signum = step, signum
+    def __init__(self, step: int, signum: int, validating: bool = False) -> None:
+        self.step, self.signum, self.validating = step, signum, validating
 
     def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
         """Signal ourselves on the chosen step."""
-        if trainer.global_step == self.step:
+        if trainer.global_step == self.step and not self.validating:
+            os.kill(os.getpid(), self.signum)
+
+    def on_validation_start(self, trainer: Any, *args: Any) -> None:
+        """Or as the validation of the chosen step starts."""
+        if trainer.global_step == self.step and self.validating and not trainer.sanity_checking:
             os.kill(os.getpid(), self.signum)
 
 

@@ -57,25 +57,31 @@ def data_position_matches(ckpt: dict, per_epoch: int = BATCHES_PER_EPOCH) -> boo
     return position["epoch"] * per_epoch + position["batches"] == ckpt["global_step"]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
-def test_signal_stops_at_the_step_with_last_saved_and_resumes_exactly(
-    signum: int, uninterrupted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
+@pytest.mark.parametrize(
+    ("signum", "step", "validating", "validated"),
+    [(signal.SIGTERM, 7, False, [5]), (signal.SIGUSR1, 7, False, [5]), (signal.SIGTERM, 10, True, [5, 10])],
+    ids=["SIGTERM-in-a-step", "SIGUSR1-in-a-step", "SIGTERM-in-a-validation"],
+)
+def test_signal_stops_at_the_boundary_with_last_saved_and_resumes_exactly(
+    signum: int, step: int, validating: bool, validated: list[int], uninterrupted: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
-    """A signal during step 7 (under SLURM): fit returns normally after step 7 with last.ckpt of step 7 and no
-    validation, logs how to resume, requeues the job only for SIGUSR1; the resumed run ends exactly."""
+    """A signal during step 7 (or the validation at step 10), under SLURM: fit returns normally right after it
+    with last.ckpt of that step and no further validation or step, logs how to resume, requeues the job only
+    for SIGUSR1, gives the signal back; the resumed run ends with the uninterrupted weights."""
     caplog.set_level(logging.INFO)
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     requeued = fake_scontrol(tmp_path, monkeypatch)
     handler = signal.getsignal(signum)
-    callbacks = [{"class_path": "tests.training.resume_runs.SignalAt", "init_args": {"step": 7, "signum": int(signum)}}]
+    sender = {"step": step, "signum": int(signum), "validating": validating}
+    callbacks = [{"class_path": "tests.training.resume_runs.SignalAt", "init_args": sender}]
     config = write_config(tmp_path, tmp_path / "run", callbacks=callbacks)
     fit(config)
     ckpt = checkpoint(tmp_path / "run")
-    assert ckpt["global_step"] == 7 and data_position_matches(ckpt)
-    assert validated_steps(tmp_path / "run") == [5]  # none before stopping at 7
+    assert ckpt["global_step"] == step and data_position_matches(ckpt)
+    assert validated_steps(tmp_path / "run") == validated
     resume = f"tetraformer fit -c {config} --ckpt_path last"
-    assert f"{signal.Signals(signum).name}: stopped at step 7 with last.ckpt saved; resume with: {resume}" in caplog.text
+    assert f"{signal.Signals(signum).name}: stopped at step {step} with last.ckpt saved; resume with: {resume}" in caplog.text
     assert signal.getsignal(signum) == handler  # fit gave the signal back
     requeues = requeued.read_text().splitlines() if requeued.exists() else []
     assert requeues == (["requeue 4242"] if signum == signal.SIGUSR1 else [])

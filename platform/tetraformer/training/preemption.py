@@ -24,6 +24,7 @@ import lightning as L
 import torch
 from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.trainer.states import TrainerFn
 
 log = logging.getLogger(__name__)
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
@@ -59,11 +60,12 @@ class Preemption(Callback):
         if trainer.global_step == self._step:
             return  # accumulating gradients: not a step boundary
         self._step = trainer.global_step
-        signum = any_rank(trainer, self.received)
-        if signum and not self.stopped_by:
-            self.stopped_by = signum
-            trainer.should_stop = True  # RunCheckpoint, called after this hook, saves last.ckpt at this step
-            trainer.limit_val_batches = 0  # no validation before exiting: the grace period is short
+        self._stop_if_signalled(trainer)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """A signal during a validation stops the run right after it (which wrote last.ckpt), not a step later."""
+        if not trainer.sanity_checking and trainer.state.fn == TrainerFn.FITTING:
+            self._stop_if_signalled(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
         """Say how to resume; under SLURM, requeue the job after a SIGUSR1 (global rank zero)."""
@@ -81,6 +83,14 @@ class Preemption(Callback):
             for signum, handler in self._previous.items():
                 signal.signal(signum, handler)
         self._previous = {}
+
+    def _stop_if_signalled(self, trainer: L.Trainer) -> None:
+        """Ask every rank to stop when any was signalled; checkpoint hooks, called after ours, save last.ckpt."""
+        signum = any_rank(trainer, self.received)
+        if signum and not self.stopped_by:
+            self.stopped_by = signum
+            trainer.should_stop = True  # RunCheckpoint saves last.ckpt at the step a fit stops on
+            trainer.limit_val_batches = 0  # no validation before exiting: the grace period is short
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         """Only note the signal: the training loop acts on it at the next step boundary."""
