@@ -117,7 +117,8 @@ class TaskDataModule(L.LightningDataModule):
         else:
             options["batch_sampler"] = batch_sampler
         if train:
-            return ResumableLoader(dataset, shuffle=batch_sampler is None, seed=self.seed, **options)
+            shards = (self.trainer.distributed_sampler_kwargs if self.trainer else None) or {}  # data-parallel ranks
+            return ResumableLoader(dataset, shuffle=batch_sampler is None, seed=self.seed, **shards, **options)
         return DataLoader(dataset, generator=torch.Generator().manual_seed(self.seed), **options)
 
     def collate(self, rows: list[Any]) -> Any:

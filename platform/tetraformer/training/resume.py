@@ -54,11 +54,13 @@ class EpochBatches(DistributedSampler):
     Being a DistributedSampler, Lightning neither replaces it under DDP nor misses it when it sets the epoch.
     """
 
-    def __init__(self, batches: Sampler[list[int]], num_replicas: int | None = None, rank: int | None = None) -> None:
-        distributed = dist.is_available() and dist.is_initialized()
-        world, own_rank = (dist.get_world_size(), dist.get_rank()) if distributed else (1, 0)
-        rank = own_rank if rank is None else rank
-        super().__init__(batches, num_replicas or world, rank, shuffle=False)  # type: ignore[arg-type]
+    def __init__(
+        self, batches: Sampler[list[int]], num_replicas: int | None = None, rank: int | None = None
+    ) -> None:  # fmt: skip
+        if num_replicas is None:  # the torch.distributed world when not told (a strategy's data-parallel one)
+            distributed = dist.is_available() and dist.is_initialized()
+            num_replicas, rank = (dist.get_world_size(), dist.get_rank()) if distributed else (1, 0)
+        super().__init__(batches, num_replicas, rank or 0, shuffle=False)  # type: ignore[arg-type]
         self.batches, self.start = batches, 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -92,9 +94,10 @@ class Rows(Dataset):
 class ResumableLoader(DataLoader):
     """A training DataLoader Lightning checkpoints mid-epoch: `state_dict()` is (epoch, batches served).
 
-    Takes DataLoader's arguments (plus `seed`); `shuffle` draws each epoch's order from seed + epoch. After
-    `load_state_dict`, the pass over that epoch starts at the next batch. Batches come from `EpochBatches`
-    as lists of indices; worker seeds come from (seed, epoch, rank), never from the global RNG.
+    Takes DataLoader's arguments plus `seed` (`shuffle` draws each epoch's order from seed + epoch) and the
+    data-parallel `num_replicas` and `rank` (default: torch.distributed's). After `load_state_dict`, the pass over
+    that epoch starts at the next batch. Batches come from `EpochBatches` as lists of indices; worker seeds come
+    from (seed, epoch, rank), never from the global RNG.
     """
 
     def __init__(
@@ -106,6 +109,8 @@ class ResumableLoader(DataLoader):
         batch_sampler: Sampler[list[int]] | None = None,
         drop_last: bool = False,
         seed: int = 0,
+        num_replicas: int | None = None,
+        rank: int | None = None,
         **kwargs: Any,
     ) -> None:
         if batch_sampler is None:
@@ -114,8 +119,8 @@ class ResumableLoader(DataLoader):
             batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         kwargs["collate_fn"] = kwargs.get("collate_fn") or default_collate
         generator = kwargs.pop("generator", None) or torch.Generator()
-        super().__init__(Rows(dataset), batch_size=None, sampler=EpochBatches(batch_sampler), generator=generator,
-                         **kwargs)  # fmt: skip
+        order = EpochBatches(batch_sampler, num_replicas, rank)
+        super().__init__(Rows(dataset), batch_size=None, sampler=order, generator=generator, **kwargs)
         self.seed, self.epoch, self.served = seed, 0, 0
         self._resume: dict[str, int] | None = None
 
