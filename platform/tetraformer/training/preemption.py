@@ -35,8 +35,8 @@ class Preemption(Callback):
     """Turns SIGTERM / SIGUSR1 into a clean stop at the next step boundary (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.received: int = 0  # the signal this process got, 0 for none
-        self.stopped_by: int = 0  # the signal the run stopped for (any rank's), 0 while training goes on
+        self.received: set[int] = set()  # the signals this process got
+        self.stopped_by: set[int] = set()  # the signals (of any rank) the run stopped for
         self._step = -1
         self._previous: dict[int, Any] = {}
 
@@ -71,10 +71,10 @@ class Preemption(Callback):
         """Say how to resume; under SLURM, requeue the job after a SIGUSR1 (global rank zero)."""
         if not self.stopped_by or not trainer.is_global_zero:
             return
-        name = signal.Signals(self.stopped_by).name
-        log.info("%s: stopped at step %d with last.ckpt saved; resume with: %s", name, trainer.global_step,
+        names = ", ".join(signal.Signals(signum).name for signum in sorted(self.stopped_by))
+        log.info("%s: stopped at step %d with last.ckpt saved; resume with: %s", names, trainer.global_step,
                  resume_command(sys.argv[1:]))  # fmt: skip
-        if self.stopped_by == REQUEUE_SIGNAL and os.environ.get("SLURM_JOB_ID"):
+        if REQUEUE_SIGNAL in self.stopped_by and os.environ.get("SLURM_JOB_ID"):
             requeue_slurm_job()
 
     def teardown(self, trainer: L.Trainer, pl_module: Any, stage: str) -> None:
@@ -86,15 +86,15 @@ class Preemption(Callback):
 
     def _stop_if_signalled(self, trainer: L.Trainer) -> None:
         """Ask every rank to stop when any was signalled; checkpoint hooks, called after ours, save last.ckpt."""
-        signum = any_rank(trainer, self.received)
-        if signum and not self.stopped_by:
-            self.stopped_by = signum
+        signals = any_rank(trainer, self.received)
+        if signals and not self.stopped_by:
+            self.stopped_by = signals
             trainer.should_stop = True  # RunCheckpoint saves last.ckpt at the step a fit stops on
             trainer.limit_val_batches = 0  # no validation before exiting: the grace period is short
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         """Only note the signal: the training loop acts on it at the next step boundary."""
-        self.received = self.received or signum
+        self.received.add(signum)
 
     def _install(self) -> None:
         """Make `_handle` the handler of SIGTERM and SIGUSR1 (signals reach only the main thread)."""
@@ -105,12 +105,13 @@ class Preemption(Callback):
             self._previous.setdefault(signum, previous)
 
 
-def any_rank(trainer: L.Trainer, signum: int) -> int:
-    """The largest signal number any rank received (0 for none), the same on every rank."""
+def any_rank(trainer: L.Trainer, received: set[int]) -> set[int]:
+    """The signals any rank received, the same on every rank (one small all-reduce when distributed)."""
     if trainer.world_size == 1:
-        return signum
-    flag = torch.tensor([signum], device=trainer.strategy.root_device)
-    return int(trainer.strategy.reduce(flag, reduce_op="max").item())
+        return set(received)
+    flags = torch.tensor([int(signum in received) for signum in SIGNALS], device=trainer.strategy.root_device)
+    flags = trainer.strategy.reduce(flags, reduce_op="max")
+    return {signum for signum, flag in zip(SIGNALS, flags.tolist(), strict=True) if flag}
 
 
 def resume_command(argv: Sequence[str]) -> str:
