@@ -15,6 +15,7 @@ import torch
 
 from tests.training.resume_runs import STEPS, checkpoint, fit, same_weights, write_config
 from tetraformer.data.buckets import LengthBuckets
+from tetraformer.training.peak import measured_peak_tflops
 from tetraformer.training.resume import (
     EpochBatches,
     RandomState,
@@ -174,3 +175,15 @@ def test_resume_last_before_any_checkpoint_trains_from_scratch(
     assert not [w for w in caught if "no last checkpoint" in str(w.message)]
     assert "training from scratch" in caplog.text
     assert same_weights(run, uninterrupted)
+
+
+def test_resume_is_exact_when_callbacks_draw_random_numbers_at_train_start(tmp_path: Path) -> None:
+    """`--run.peak_tflops auto` times a matmul of random inputs at train start (once per process: the cache is
+    cleared per fit, as each CLI process starts cold); the RNG states are restored after such draws."""
+    auto = ("--run.peak_tflops", "auto")
+    runs = {name: tmp_path / name for name in ("reference", "resumed")}
+    configs = {name: write_config(tmp_path, run, log_every_n_steps=5) for name, run in runs.items()}
+    for name, args in [("reference", ()), ("resumed", ("--trainer.max_steps", "7")), ("resumed", ("--ckpt_path", "last"))]:
+        measured_peak_tflops.cache_clear()
+        fit(configs[name], *auto, *args)
+    assert same_weights(runs["resumed"], runs["reference"])

@@ -242,8 +242,8 @@ def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = 
     early stopping, progress bar."""
     callbacks: list[Callback] = [LearningRateMonitor("step"), Throughput(run.peak_tflops), TimeBudget()]
     if checkpoints:
-        callbacks[:0] = [FinalValidation(), RunCheckpoint(Path(root_dir) / "checkpoints", run), RandomState(),
-                         Preemption(), PeriodicCheckpoint(run.save_every_n_steps, run.save_every_minutes)]  # fmt: skip
+        callbacks[:0] = [FinalValidation(), RunCheckpoint(Path(root_dir) / "checkpoints", run), Preemption(),
+                         PeriodicCheckpoint(run.save_every_n_steps, run.save_every_minutes)]  # fmt: skip
     if run.max_tokens is not None:
         callbacks.append(TokenBudget(run.max_tokens))
     if run.samples:
@@ -254,4 +254,6 @@ def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = 
         )
     if sys.stdout.isatty():  # rich bars are noise in logs and CI
         callbacks.append(RichProgressBar())
+    if checkpoints:  # last: restores the RNG states after what the others draw at train start (a peak probe)
+        callbacks.append(RandomState())
     return callbacks

@@ -189,7 +189,8 @@ class RandomState(Callback):
     """Saves every rank's RNG states in checkpoints (`rng_states`) and restores its own when training resumes.
 
     Restored at train start, after setup and before the first batch is drawn, so dropout, masking and
-    augmentation draw what the run that never stopped drew.
+    augmentation draw what the run that never stopped drew; it comes last among the callbacks, so random draws
+    other callbacks make at train start (a matmul peak probe) are drawn over too.
     """
 
     def __init__(self) -> None:
