@@ -27,10 +27,13 @@ from tetraformer.safe_loading import (
     trusting_checkpoints,
 )
 from tetraformer.training.callbacks import JsonlPredictionWriter, default_callbacks
+from tetraformer.training.checkpoint_io import with_atomic_io
 from tetraformer.training.datamodule import TaskDataModule
 from tetraformer.training.distributed import guard_ranks
 from tetraformer.training.loggers import RunConfig, make_loggers, wandb_logger
 from tetraformer.training.module import TaskModule
+from tetraformer.training.preemption import with_slurm_environment
+from tetraformer.training.resume import resume_path
 from tetraformer.training.strategies import platform_strategy
 
 log = logging.getLogger(__name__)
@@ -89,6 +92,9 @@ class TetraformerCLI(LightningCLI):
         kwargs["strategy"] = platform_strategy(trainer_cfg.get("strategy", "auto"))
         run: RunConfig = self._get(self.config_init, "run")
         root = Path(trainer_cfg.get("default_root_dir") or ".")
+        if self.subcommand == "fit":  # `--ckpt_path last` before any last.ckpt: from scratch (a requeued job)
+            self.config_init.fit.ckpt_path = resume_path(self.config_init.fit.ckpt_path, root / "checkpoints")
+        kwargs["plugins"] = with_slurm_environment(with_atomic_io(trainer_cfg.get("plugins")))
         if trainer_cfg.get("logger") in (None, True):
             resumed = self._get(self.config_init, "ckpt_path") if self.subcommand == "fit" else None
             kwargs["logger"] = make_loggers(root, run, resumed_wandb_id(resumed, root))

@@ -147,12 +147,5 @@ class ImageClassificationData(TaskDataModule):
 
     def train_dataloader(self) -> DataLoader:
         """Shuffled, augmented training batches (the last, smaller one dropped when mixing pairs images)."""
-        return DataLoader(
-            self.datasets["train"],
-            batch_size=self.batch_size,
-            shuffle=True,
-            num_workers=self.num_workers,
-            collate_fn=self.train_collate,
-            persistent_workers=self.num_workers > 0,
-            drop_last=self.augmentation.mixes and len(self.datasets["train"]) > self.batch_size,
-        )
+        drop_last = self.augmentation.mixes and len(self.datasets["train"]) > self.batch_size
+        return self.make_loader(self.datasets["train"], train=True, collate_fn=self.train_collate, drop_last=drop_last)

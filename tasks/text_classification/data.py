@@ -158,8 +158,7 @@ class TextClassificationData(TaskDataModule):
             return super().train_dataloader()
         rows = self.datasets["train"]
         sampler = LengthBuckets([len(r["input_ids"]) for r in rows], self.batch_size, self.seed)
-        return DataLoader(rows, batch_sampler=sampler, num_workers=self.num_workers, collate_fn=self.collate,
-                          persistent_workers=self.num_workers > 0)  # fmt: skip
+        return self.make_loader(rows, train=True, collate_fn=self.collate, batch_sampler=sampler)
 
 
 def _text(record: dict[str, Any], field: str, where: tuple[str, int]) -> str:

@@ -161,8 +161,7 @@ class TokenClassificationData(TaskDataModule):
         rows = self.datasets[split]
         lengths = [len(r["input_ids"]) for r in rows] if self.bucket and shuffle else None
         sampler = SentenceBatches([r["sentence"] for r in rows], self.batch_size, shuffle, lengths, self.seed)
-        return DataLoader(rows, batch_sampler=sampler, num_workers=self.num_workers, collate_fn=self.collate,
-                          persistent_workers=self.num_workers > 0)  # fmt: skip
+        return self.make_loader(rows, train=shuffle, collate_fn=self.collate, batch_sampler=sampler)
 
 
 def scheme_tags(sentences: list[TaggedSentence], scheme: str) -> list[str]:

@@ -27,6 +27,9 @@ from tetraformer.errors import TetraformerError
 from tetraformer.training.loggers import RunConfig, wandb_logger
 from tetraformer.training.numerics import NonFiniteGuard
 from tetraformer.training.peak import measured_peak_tflops, precision_dtype
+from tetraformer.training.periodic_checkpoint import PeriodicCheckpoint
+from tetraformer.training.preemption import Preemption
+from tetraformer.training.resume import RandomState
 from tetraformer.training.strategies import forward_needs_every_rank, gathered_weights
 from tetraformer.training.text_generation import GenerativeTask
 
@@ -241,12 +244,14 @@ class JsonlPredictionWriter(BasePredictionWriter):
 
 
 def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = True) -> list[Callback]:
-    """When training: validation at the last step, best + last checkpoints. Always: LR monitor, throughput,
-    time budget; and as configured: token budget, samples, early stopping, progress bar."""
+    """When training: the non-finite guard, validation at the last step, best + last checkpoints (also periodic ones, on preemption, with
+    the RNG states). Always: LR monitor, throughput, time budget; and as configured: token budget, samples,
+    early stopping, progress bar."""
     callbacks: list[Callback] = [LearningRateMonitor("step"), Throughput(run.peak_tflops), TimeBudget()]
     if checkpoints:
-        callbacks[:0] = [FinalValidation(), RunCheckpoint(Path(root_dir) / "checkpoints", run)]
-        callbacks.insert(0, NonFiniteGuard(run.on_nonfinite))  # and the non-finite loss/gradient guard
+        callbacks[:0] = [NonFiniteGuard(run.on_nonfinite), FinalValidation(),
+                         RunCheckpoint(Path(root_dir) / "checkpoints", run), Preemption(),
+                         PeriodicCheckpoint(run.save_every_n_steps, run.save_every_minutes)]  # fmt: skip
     if run.max_tokens is not None:
         callbacks.append(TokenBudget(run.max_tokens))
     if run.samples:
@@ -257,4 +262,6 @@ def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = 
         )
     if sys.stdout.isatty():  # rich bars are noise in logs and CI
         callbacks.append(RichProgressBar())
+    if checkpoints:  # last: restores the RNG states after what the others draw at train start (a peak probe)
+        callbacks.append(RandomState())
     return callbacks

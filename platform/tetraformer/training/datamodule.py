@@ -8,13 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from torch.utils.data import DataLoader, Dataset
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from tetraformer.data.collate import PaddingCollator
 from tetraformer.data.errors import DataError
 from tetraformer.data.splits import train_val_split
 from tetraformer.data.tokenizer import load_tokenizer
 from tetraformer.training.checkpoint import source_tokenizer
+from tetraformer.training.resume import ResumableLoader
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +100,27 @@ class TaskDataModule(L.LightningDataModule):
             store[stage] = read(self.require(stage), stage == "predict")
 
     def loader(self, split: str, shuffle: bool = False) -> DataLoader:
-        """A DataLoader over a built split with the subclass's collator."""
-        return DataLoader(
-            self.datasets[split], batch_size=self.batch_size, shuffle=shuffle, num_workers=self.num_workers,
-            collate_fn=self.collate, persistent_workers=self.num_workers > 0,
-        )  # fmt: skip
+        """A DataLoader over a built split with the subclass's collator (resumable and shuffled when `shuffle`)."""
+        return self.make_loader(self.datasets[split], train=shuffle, collate_fn=self.collate)
+
+    def make_loader(
+        self, dataset: Any, train: bool, collate_fn: Callable[[Any], Any],
+        batch_sampler: Sampler[list[int]] | None = None, drop_last: bool = False,
+    ) -> DataLoader:  # fmt: skip
+        """The one way tasks build loaders: training ones shuffle per epoch from `seed` and resume mid-epoch
+        (ResumableLoader); others go in order. Neither draws from the global RNG, so validating never shifts
+        what training draws."""
+        options: dict[str, Any] = {
+            "num_workers": self.num_workers, "persistent_workers": self.num_workers > 0, "collate_fn": collate_fn,
+        }  # fmt: skip
+        if batch_sampler is None:
+            options |= {"batch_size": self.batch_size, "drop_last": drop_last}
+        else:
+            options["batch_sampler"] = batch_sampler
+        if train:
+            shards = (self.trainer.distributed_sampler_kwargs if self.trainer else None) or {}  # data-parallel ranks
+            return ResumableLoader(dataset, shuffle=batch_sampler is None, seed=self.seed, **shards, **options)
+        return DataLoader(dataset, generator=torch.Generator().manual_seed(self.seed), **options)
 
     def collate(self, rows: list[Any]) -> Any:
         """Pad rows of token sequences with the tokenizer's pad id (PaddingCollator); tasks may override."""

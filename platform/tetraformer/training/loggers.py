@@ -32,6 +32,8 @@ class RunConfig:
     max_tokens: int | None = None  # stop training after this many training tokens (or images)
     on_nonfinite: Literal["stop", "skip"] = "stop"  # a NaN/inf loss or gradient norm: stop the run, or skip the batch
     collective_timeout_s: float = 600.0  # a distributed collective waiting longer than this ends the job
+    save_every_n_steps: int | None = None  # also write last.ckpt every N optimizer steps (between validations)
+    save_every_minutes: float | None = None  # also write last.ckpt once M minutes passed since it was written
 
 
 def wandb_mode(requested: WandbMode) -> str:

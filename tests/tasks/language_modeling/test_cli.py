@@ -39,7 +39,8 @@ def test_memorises_and_generates(run_cli: Callable[..., Path], text_file: Path, 
     """A tiny GPT (rotary, or T5's causal relative buckets) memorises a short text, and greedy generation from
     the checkpoint reproduces it."""
     data = {"train_path": str(text_file), "val_path": str(text_file), "documents": "line", "block_size": 64}
-    args = ["--trainer.max_steps", "150", "--trainer.val_check_interval", "50", "--model.arch.position", position]
+    # 150 steps memorise it under 3 of 4 batch orders (data.seed 1, 2, 3, 1234 measured); 200 under all of them
+    args = ["--trainer.max_steps", "200", "--trainer.val_check_interval", "50", "--model.arch.position", position]
     run = run_cli("fit", *args, **data)
     assert train_losses(run)[-1][1] < 0.15
     module = load_task_module(run / "checkpoints" / "last.ckpt")

@@ -1,0 +1,123 @@
+"""Tiny language-model runs with dropout, stopped and resumed through the CLI, and the weights they end with."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from lightning.pytorch.callbacks import Callback
+
+from tests.tasks.language_modeling.conftest import TEXT, tiny_config
+from tetraformer.cli import main
+
+STEPS = 20  # every run trains to this step; validations every 5 steps; 6 batches an epoch (41 blocks of 8)
+THREADS = "1"  # every run on one thread: the same bits in and out of process, and fast on a busy machine
+
+
+class Pace(Callback):
+    """Sleeps after each training batch, so a signal or a kill lands mid-run (it changes no number)."""
+
+    def __init__(self, seconds: float = 0.1) -> None:
+        self.seconds = seconds
+
+    def on_train_batch_end(self, *args: Any) -> None:
+        """Wait a little."""
+        time.sleep(self.seconds)
+
+
+class SignalAt(Callback):
+    """Sends this process a signal at the end of one training step, or as the validation after it starts."""
+
+    def __init__(self, step: int, signum: int, validating: bool = False) -> None:
+        self.step, self.signum, self.validating = step, signum, validating
+
+    def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+        """Signal ourselves on the chosen step."""
+        if trainer.global_step == self.step and not self.validating:
+            os.kill(os.getpid(), self.signum)
+
+    def on_validation_start(self, trainer: Any, *args: Any) -> None:
+        """Or as the validation of the chosen step starts."""
+        if trainer.global_step == self.step and self.validating and not trainer.sanity_checking:
+            os.kill(os.getpid(), self.signum)
+
+
+PACED = {"callbacks": [{"class_path": f"{__name__}.Pace"}]}  # write_config(..., **PACED): about 0.1 s a step
+
+
+def write_config(root: Path, run: Path, **trainer: Any) -> Path:
+    """A tiny char-level GPT config with dropout (so resuming must restore the RNG) training on a fixture text."""
+    corpus = root / "corpus.txt"
+    if not corpus.is_file():
+        corpus.write_text(TEXT * 12, encoding="utf-8")
+    config = tiny_config(run, train_path=str(corpus), documents="line")
+    config["model"]["init_args"]["arch"].update(dropout=0.1, attn_dropout=0.1)
+    config["trainer"].update(max_steps=STEPS, **trainer)
+    path = root / f"{run.name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def fit(config: Path, *args: str) -> None:
+    """`tetraformer fit -c CONFIG ARGS...` in this process (on THREADS threads)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(int(THREADS))
+    try:
+        main(["fit", "-c", str(config), *args])
+    finally:
+        torch.set_num_threads(previous)
+
+
+def command(config: Path, *args: str) -> list[str]:
+    """The same as a command line for a subprocess."""
+    return [sys.executable, "-m", "tetraformer.cli", "fit", "-c", str(config), *args]
+
+
+def start(config: Path, *args: str, log: Path, **env: str) -> subprocess.Popen:
+    """Start `fit` in a subprocess (W&B off, on THREADS threads, with `env` added) writing its output to `log`."""
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": THREADS, **env}
+    with log.open("w") as out:
+        return subprocess.Popen(command(config, *args), env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def start_ranks(config: Path, *args: str, logs: Path, world: int = 2) -> list[subprocess.Popen]:
+    """Start one `fit` process per rank, as torchrun would (so each rank can be signalled alone)."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = str(free.getsockname()[1])
+    ranks = []
+    for rank in range(world):
+        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(world), "RANK": str(rank),
+               "LOCAL_RANK": str(rank), "GROUP_RANK": "0", "LOCAL_WORLD_SIZE": str(world)}  # fmt: skip
+        ranks.append(start(config, *args, log=logs / f"rank{rank}.log", **env))
+    return ranks
+
+
+def checkpoint(run: Path, name: str = "last.ckpt") -> dict[str, Any]:
+    """A checkpoint of a run."""
+    return torch.load(run / "checkpoints" / name, weights_only=True, map_location="cpu")
+
+
+def wait_for_step(run: Path, step: int, process: subprocess.Popen, timeout: float = 300) -> int:
+    """Poll last.ckpt until it holds `step` or later (the process still running); the step it holds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if (run / "checkpoints" / "last.ckpt").is_file():
+            saved = checkpoint(run)["global_step"]  # written atomically: never a half file
+            if saved >= step:
+                return saved
+        time.sleep(0.02)
+    raise AssertionError(f"{run}: no last.ckpt at step {step} (exit code {process.poll()})")
+
+
+def same_weights(a: Path, b: Path) -> bool:
+    """Whether two runs' last.ckpt hold bit-identical tensors (all of them, same names)."""
+    left, right = checkpoint(a)["state_dict"], checkpoint(b)["state_dict"]
+    return left.keys() == right.keys() and all(torch.equal(left[k], right[k]) for k in left)

@@ -1,0 +1,37 @@
+"""A training process killed with SIGKILL at a random step resumes from last.ckpt to the uninterrupted weights."""
+
+from __future__ import annotations
+
+import random
+import signal
+from pathlib import Path
+
+from tests.training.resume_runs import (
+    PACED,
+    STEPS,
+    checkpoint,
+    fit,
+    same_weights,
+    start,
+    wait_for_step,
+    write_config,
+)
+
+
+def test_run_killed_at_a_random_step_resumes_to_the_same_weights(uninterrupted: Path, tmp_path: Path) -> None:
+    """`kill -9` of `python -m tetraformer.cli fit` saving every step, then `fit --ckpt_path last` to the end."""
+    at_least = random.randint(2, STEPS - 6)
+    run = tmp_path / "run"
+    config = write_config(tmp_path, run, **PACED)
+    process = start(config, "--run.save_every_n_steps", "1", log=tmp_path / "killed.log")
+    try:
+        wait_for_step(run, at_least, process)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    killed_at = checkpoint(run)["global_step"]
+    assert at_least <= killed_at < STEPS
+    fit(config, "--ckpt_path", "last")
+    assert checkpoint(run)["global_step"] == STEPS
+    assert same_weights(run, uninterrupted), f"killed after step {killed_at}"
