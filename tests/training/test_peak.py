@@ -32,3 +32,12 @@ def test_measured_peak_is_a_plausible_rate_and_cached() -> None:
     assert 1e-4 < first < 100.0
     assert peak.measured_peak_tflops(torch.device("cpu"), torch.float32) == first
     assert peak.measured_peak_tflops.cache_info().hits == 1
+
+
+def test_measuring_leaves_the_global_random_stream_alone() -> None:
+    """The probe draws its matrices from its own generator: a run's dropout masks do not depend on it."""
+    torch.manual_seed(3)
+    expected = torch.rand(4)
+    torch.manual_seed(3)
+    peak.measure_matmuls(torch.device("cpu"), torch.float32, layouts=("x@W.T",), min_s=0.0)
+    assert torch.equal(torch.rand(4), expected)

@@ -45,7 +45,8 @@ def measure_matmuls(
 ) -> dict[str, float]:
     """Best FLOP/s of square matmuls in the operand layouts of an nn.Linear training step (fwd, dgrad, wgrad)."""
     n = matmul_size(device)
-    a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
+    generator = torch.Generator(device).manual_seed(0)  # its own: timing must not move the run's random stream
+    a, b = (torch.randn(n, n, device=device, generator=generator).to(dtype) for _ in range(2))
     ops = {"x@W.T": lambda: a @ b.T, "g@W": lambda: a @ b, "g.T@x": lambda: a.T @ b}
     return {name: 2.0 * n**3 / best_call(ops[name], device, min_s) for name in layouts}
 
