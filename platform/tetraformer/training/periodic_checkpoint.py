@@ -12,6 +12,8 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
+from tetraformer.training.step_boundary import StepBoundary
+
 log = logging.getLogger(__name__)
 
 
@@ -31,7 +33,7 @@ class PeriodicCheckpoint(Callback):
             raise ValueError(f"--run.save_every_minutes must be > 0, got {every_minutes}")
         self.every_n_steps, self.every_minutes, self.clock = every_n_steps, every_minutes, clock
         self._saved_at = 0.0
-        self._step = -1
+        self._boundary = StepBoundary()
 
     def on_train_start(self, trainer: L.Trainer, pl_module: Any) -> None:
         """Start the clock."""
@@ -46,9 +48,8 @@ class PeriodicCheckpoint(Callback):
         self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         """Save last.ckpt when a period ended with this step (not on the step a fit stops on: that one is saved)."""
-        if trainer.global_step == self._step:
+        if not self._boundary.crossed(trainer):
             return  # accumulating gradients: not a step boundary
-        self._step = trainer.global_step
         if not self._due(trainer) or trainer.should_stop or 0 < trainer.max_steps <= trainer.global_step:
             return
         trainer.save_checkpoint(last_checkpoint_path(trainer))

@@ -26,6 +26,8 @@ from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvir
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.trainer.states import TrainerFn
 
+from tetraformer.training.step_boundary import StepBoundary
+
 log = logging.getLogger(__name__)
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 REQUEUE_SIGNAL = signal.SIGUSR1
@@ -37,7 +39,7 @@ class Preemption(Callback):
     def __init__(self) -> None:
         self.received: set[int] = set()  # the signals this process got
         self.stopped_by: set[int] = set()  # the signals (of any rank) the run stopped for
-        self._step = -1
+        self._boundary = StepBoundary()
         self._previous: dict[int, Any] = {}
 
     def setup(self, trainer: L.Trainer, pl_module: Any, stage: str) -> None:
@@ -57,9 +59,8 @@ class Preemption(Callback):
         self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         """After each optimizer step, stop every rank when any rank was signalled (before the checkpoint hook)."""
-        if trainer.global_step == self._step:
+        if not self._boundary.crossed(trainer):
             return  # accumulating gradients: not a step boundary
-        self._step = trainer.global_step
         self._stop_if_signalled(trainer)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: Any) -> None:
