@@ -52,7 +52,7 @@ class PeriodicCheckpoint(Callback):
             return  # accumulating gradients: not a step boundary
         if not self._due(trainer) or trainer.should_stop or 0 < trainer.max_steps <= trainer.global_step:
             return
-        trainer.save_checkpoint(last_checkpoint_path(trainer))
+        trainer.save_checkpoint(last_checkpoint_path(trainer), weights_only=False)  # the full training state
         self._saved_at = self.clock()
 
     def _due(self, trainer: L.Trainer) -> bool:
