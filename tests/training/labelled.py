@@ -13,6 +13,7 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from tetraformer.core.config import TransformerConfig
 from tetraformer.data import LabelVocabulary
+from tetraformer.training.distributed import destroy_process_group_at_exit
 from tetraformer.training.module import TaskModule
 
 LABELS = ["cat", "dog", "emu"]
@@ -94,4 +95,14 @@ def trainer(root: object, **kwargs: object) -> L.Trainer:
     options = dict(default_root_dir=str(root), accelerator="cpu", devices=1, logger=False,
                    enable_checkpointing=False, enable_progress_bar=False,
                    enable_model_summary=False)  # fmt: skip
+    if "spawn" in str(kwargs.get("strategy", "")):  # each spawned rank closes its process group on exit
+        options["callbacks"] = [ClosesProcessGroup()]
     return L.Trainer(**{**options, **kwargs})
+
+
+class ClosesProcessGroup(L.Callback):
+    """In each rank a spawn strategy starts, registers the platform's process-group close at exit."""
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """Runs in the spawned rank, after the process group is up."""
+        destroy_process_group_at_exit()

@@ -8,6 +8,8 @@ exits when rank 0 is gone. Launchers that start every rank themselves (torchrun,
 
 from __future__ import annotations
 
+import atexit
+import functools
 import logging
 import os
 import threading
@@ -15,6 +17,7 @@ import time
 from datetime import timedelta
 
 import lightning as L
+import torch
 from lightning.fabric.plugins.collectives.torch_collective import default_pg_timeout
 from lightning.pytorch.strategies.launchers import _SubprocessScriptLauncher
 
@@ -27,6 +30,7 @@ ORPHAN_EXIT_CODE = 1
 def guard_ranks(trainer: L.Trainer, collective_timeout_s: float) -> None:
     """Apply the collective timeout, and tie this process's life to the rank that spawned it (if any)."""
     apply_collective_timeout(trainer.strategy, collective_timeout_s)
+    destroy_process_group_at_exit()
     watch_launcher()
     if spawns_ranks(trainer):
         os.environ[LAUNCHER_PID] = str(os.getpid())  # the ranks it spawns inherit it
@@ -63,3 +67,19 @@ def _exit_when_orphaned(launcher_pid: int) -> None:
         "local rank %s: rank 0 (pid %d) is gone; ending this rank too", os.environ["LOCAL_RANK"], launcher_pid
     )
     os._exit(ORPHAN_EXIT_CODE)  # the main thread may be blocked in a collective: no clean shutdown possible
+
+
+@functools.cache
+def destroy_process_group_at_exit() -> None:
+    """Close this process's process group when it exits, once registered (Lightning does so for NCCL only).
+
+    A gloo group left to interpreter shutdown can abort a rank that finished its work ("terminate called without
+    an active exception", SIGABRT), turning a successful run into a failed one.
+    """
+    atexit.register(_destroy_process_group)
+
+
+def _destroy_process_group() -> None:
+    """Destroy the default process group if one is up (a local call: it waits on no other rank)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
