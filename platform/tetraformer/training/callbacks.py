@@ -27,7 +27,7 @@ from tetraformer.errors import TetraformerError
 from tetraformer.training.loggers import RunConfig, wandb_logger
 from tetraformer.training.numerics import NonFiniteGuard
 from tetraformer.training.peak import measured_peak_tflops, precision_dtype
-from tetraformer.training.periodic_checkpoint import PeriodicCheckpoint
+from tetraformer.training.periodic_checkpoint import PeriodicCheckpoint, last_ckpt
 from tetraformer.training.preemption import Preemption
 from tetraformer.training.resume import RandomState
 from tetraformer.training.strategies import forward_needs_every_rank, gathered_weights
@@ -158,8 +158,7 @@ class RunCheckpoint(ModelCheckpoint):
         if trainer.global_step == 0 or trainer.sanity_checking:
             return
         self._final_step = trainer.global_step
-        last = Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}"
-        trainer.save_checkpoint(last, weights_only=False)  # the full state, said so Lightning logs nothing
+        trainer.save_checkpoint(last_ckpt(self), weights_only=False)  # the full state, said so Lightning logs nothing
         if not self.best_model_path:
             best = Path(self.dirpath) / f"best{self.FILE_EXTENSION}"
             if trainer.is_global_zero:

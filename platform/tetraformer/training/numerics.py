@@ -18,6 +18,7 @@ from torch import Tensor
 from torch.nn.utils import get_total_norm
 
 from tetraformer.errors import TetraformerError
+from tetraformer.training.periodic_checkpoint import last_ckpt
 
 log = logging.getLogger(__name__)
 NonFiniteMode = Literal["stop", "skip"]
@@ -121,7 +122,7 @@ def last_good_checkpoint(trainer: L.Trainer) -> str:
     paths = []
     for callback in trainer.checkpoint_callbacks:
         if getattr(callback, "dirpath", None):
-            paths.append(Path(callback.dirpath) / f"{callback.CHECKPOINT_NAME_LAST}{callback.FILE_EXTENSION}")
+            paths.append(last_ckpt(callback))
         if getattr(callback, "best_model_path", ""):
             paths.append(Path(callback.best_model_path))
     steps = {path: checkpoint_step(path) for path in paths if path.is_file()}

@@ -70,4 +70,9 @@ def last_checkpoint_path(trainer: L.Trainer) -> Path:
     callback = trainer.checkpoint_callback
     if not isinstance(callback, ModelCheckpoint) or callback.dirpath is None:
         raise RuntimeError("periodic checkpoints need the run's checkpoint callback (trainer.enable_checkpointing)")
+    return last_ckpt(callback)
+
+
+def last_ckpt(callback: ModelCheckpoint) -> Path:
+    """Where a checkpoint callback writes last.ckpt (its directory, Lightning's name for the last checkpoint)."""
     return Path(callback.dirpath) / f"{callback.CHECKPOINT_NAME_LAST}{callback.FILE_EXTENSION}"
