@@ -23,15 +23,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import platform
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import transformers
 from bench_models import BUILDERS, HF_ATTENTION, Batch, LossFn, Pair, check_params
+from bench_table import format_rows, machine
 from torch import nn
 
 from tetraformer.training.peak import measure_matmuls, synchronize
@@ -158,26 +157,14 @@ def rows(results: list[Result], peaks: dict[str, float]) -> list[list[str]]:
 
 def format_table(results: list[Result], peaks: dict[str, float], markdown: bool) -> str:
     """Results as an aligned plain-text table, or a README-ready markdown table."""
-    table = rows(results, peaks)
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    right = ":" if markdown else "-"  # markdown right-aligns the numeric columns
-    rule = ["-" * w if i < 2 else "-" * (w - 1) + right for i, w in enumerate(widths)]
-    lines = []
-    for row in (table[0], rule, *table[1:]):
-        cells = [
-            c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append(f"| {' | '.join(cells)} |" if markdown else "  ".join(cells))
-    return "\n".join(lines)
+    return format_rows(rows(results, peaks), markdown)
 
 
 def describe(args: argparse.Namespace) -> str:
     """The run's setting: versions, device, threads and methodology."""
-    name = torch.cuda.get_device_name(args.device) if args.device.type == "cuda" else platform.processor()
     return "\n".join(
         [
-            f"torch {torch.__version__}, transformers {transformers.__version__}, device {args.device} "
-            f"({name or platform.machine()}), {torch.get_num_threads()} threads",
+            machine(args.device),
             f"HF attn_implementation={HF_ATTENTION!r}; both sides: AdamW {ADAMW}, same inputs and loss code",
             f"{args.warmup} warm-up step(s) per side and family; per dtype up to {args.rounds} interleaved "
             f"rounds of {args.steps} step(s), fewer once a cell's rounds pass {args.budget:.0f} s",
