@@ -1,4 +1,12 @@
-"""Key/value caches for incremental decoding."""
+"""Key/value caches for incremental decoding, preallocated and written in place.
+
+Each layer keeps its self-attention keys/values in (B, H, capacity, Dh) buffers and writes a step's new
+ones into the next free time slots, so a decoding step copies only its own keys/values (torch.cat would
+copy the whole past each step). `KVCache.reserve(n)` sizes the buffers for n positions before the first
+write; without it a buffer starts at what the first write needs and doubles when full. When the new
+keys/values need gradients (a cache used in training), appends concatenate instead: an in-place write
+would overwrite what backward needs.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +15,94 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+KV = tuple[Tensor, Tensor]
 
-@dataclass
+
 class LayerCache:
     """One layer's cached self-attention keys/values and (fixed) cross-attention keys/values."""
 
-    self_kv: tuple[Tensor, Tensor] | None = None  # (B, H, T_seen, Dh) each
-    cross_kv: tuple[Tensor, Tensor] | None = None  # (B, H, S, Dh) each
+    def __init__(self, self_kv: KV | None = None, cross_kv: KV | None = None, capacity: int = 0) -> None:
+        self.cross_kv = cross_kv  # (B, H, S, Dh) each
+        self.capacity = capacity  # time slots the first write allocates (0: just what it needs)
+        self._kv: KV | None = None  # (B, H, capacity, Dh) each
+        self._owned = False  # the buffers were allocated here, so in-place writes touch no caller's tensor
+        self._spare: KV | None = None  # buffers of the same shape that beam reorders write into
+        self.length = 0  # time slots filled
+        self.self_kv = self_kv
 
-    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Add new self-attention keys/values; return all keys/values seen so far."""
-        if self.self_kv is not None:
-            k = torch.cat((self.self_kv[0], k), dim=2)
-            v = torch.cat((self.self_kv[1], v), dim=2)
+    @property
+    def self_kv(self) -> KV | None:
+        """(B, H, T_seen, Dh) keys and values seen so far (views of the buffers), or None."""
+        if self._kv is None:
+            return None
+        return self._kv[0][:, :, : self.length], self._kv[1][:, :, : self.length]
+
+    @self_kv.setter
+    def self_kv(self, kv: KV | None) -> None:
+        """Replace the cached keys/values (a later append copies them into a buffer of its own)."""
+        self._kv, self.length, self._owned = kv, kv[0].shape[2] if kv is not None else 0, False
+
+    def append(self, k: Tensor, v: Tensor) -> KV:
+        """Add new (B, H, T, Dh) self-attention keys/values; return all keys/values seen so far."""
+        if k.requires_grad or v.requires_grad:
+            return self._concatenate(k, v)
+        end = self.length + k.shape[2]
+        if not self._owned or end > self._kv[0].shape[2]:
+            self._grow(k, v, end)
+        self._kv[0][:, :, self.length : end] = k
+        self._kv[1][:, :, self.length : end] = v
+        self.length = end
+        return self.self_kv
+
+    def reorder(self, index: Tensor, cross: bool = True) -> None:
+        """Select (and repeat) batch rows by a (N,) index; cross=False leaves the cross K/V as they are."""
+        if self._kv is not None:
+            n = self.length
+            self._kv, self._owned = tuple(_select(t, index, n) for t in self._kv), True
+        if cross and self.cross_kv is not None:
+            self.cross_kv = tuple(t.index_select(0, index) for t in self.cross_kv)
+
+    def reorder_beams(self, index: Tensor) -> None:
+        """Select self-attention rows by a (B,) index of the same size, into spare buffers (no allocation).
+
+        The cross K/V stay: beam search moves rows only among the rows of one source.
+        """
+        if not self._owned or len(index) != self._kv[0].shape[0]:
+            self.reorder(index, cross=False)
+            return
+        if self._spare is None or self._spare[0].shape != self._kv[0].shape:
+            self._spare = (torch.empty_like(self._kv[0]), torch.empty_like(self._kv[1]))
+        n = self.length
+        for src, dst in zip(self._kv, self._spare, strict=True):
+            torch.index_select(src[:, :, :n], 0, index, out=dst[:, :, :n])  # (B, H, T_seen, Dh)
+        self._kv, self._spare = self._spare, self._kv
+
+    def _grow(self, k: Tensor, v: Tensor, needed: int) -> None:
+        """Allocate buffers for at least `needed` time slots (and k's batch size), keeping what is cached."""
+        old = self.self_kv
+        size = max(needed, self.capacity, 2 * self._kv[0].shape[2] if self._kv is not None else 0)
+        b, h, _, d = k.shape
+        self._kv, self._owned = (k.new_empty(b, h, size, d), v.new_empty(b, h, size, v.shape[-1])), True
+        if old is not None:
+            self._kv[0][:, :, : self.length] = old[0]
+            self._kv[1][:, :, : self.length] = old[1]
+
+    def _concatenate(self, k: Tensor, v: Tensor) -> KV:
+        """The autograd-safe append: new tensors holding the old and the new keys/values."""
+        if self._kv is not None:
+            old_k, old_v = self.self_kv
+            k, v = torch.cat((old_k, k), dim=2), torch.cat((old_v, v), dim=2)
         self.self_kv = (k, v)
         return k, v
+
+
+def _select(buffer: Tensor, index: Tensor, length: int) -> Tensor:
+    """A new (N, H, capacity, Dh) buffer holding the first `length` slots of the indexed rows."""
+    if length == buffer.shape[2]:
+        return buffer.index_select(0, index)
+    out = buffer.new_empty(len(index), *buffer.shape[1:])
+    out[:, :, :length] = buffer[:, :, :length].index_select(0, index)
+    return out
 
 
 @dataclass
@@ -30,16 +111,30 @@ class KVCache:
 
     layers: list[LayerCache] = field(default_factory=list)
     offset: int = 0
+    capacity: int = 0  # positions reserved ahead (0: none)
+    position_bias: Tensor | None = None  # (1, H, capacity, capacity) score bias, sliced each step
 
     @classmethod
     def empty(cls, n_layers: int) -> KVCache:
         """A cache with nothing in it yet."""
         return cls([LayerCache() for _ in range(n_layers)])
 
-    def reorder(self, index: Tensor) -> None:
-        """Select batch rows (beam search reorders hypotheses after each step)."""
+    def reserve(self, positions: int) -> KVCache:
+        """Size every layer's buffers for `positions` time slots in all, before decoding starts."""
+        self.capacity = positions
         for layer in self.layers:
-            if layer.self_kv is not None:
-                layer.self_kv = tuple(t.index_select(0, index) for t in layer.self_kv)
-            if layer.cross_kv is not None:
-                layer.cross_kv = tuple(t.index_select(0, index) for t in layer.cross_kv)
+            layer.capacity = positions
+        return self
+
+    def reorder(self, index: Tensor, cross: bool = True) -> None:
+        """Select batch rows (beam search reorders hypotheses after each step).
+
+        cross=False keeps the cross-attention K/V: right when rows only move among rows of the same source.
+        """
+        for layer in self.layers:
+            layer.reorder(index, cross)
+
+    def reorder_beams(self, index: Tensor) -> None:
+        """Select rows by an index of the batch's size, among rows of the same source (a beam search step)."""
+        for layer in self.layers:
+            layer.reorder_beams(index)

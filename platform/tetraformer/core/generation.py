@@ -60,32 +60,47 @@ class GenerationConfig:
 
 
 class CausalSession:
-    """Decoder-only decoding state: the KV cache, the real-token mask and each row's next position."""
+    """Decoder-only decoding state: the KV cache, the real-token mask and the positions of the new tokens.
 
-    def __init__(self, model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None) -> None:
-        self.model, self.cache = model, model.new_cache()
-        self.mask = attention_mask  # (N, T_total), None when no row has padding
-        pos = position_ids(input_ids, attention_mask)  # (N, T)
-        self.next_pos = pos[:, -1] + 1  # (N,)
+    Built once for the whole run: the cache is preallocated for every position and, with padding, the
+    mask and the position ids of all new tokens are laid out up front, so a step only slices them.
+    """
+
+    def __init__(
+        self, model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None, max_new_tokens: int
+    ) -> None:
+        n, t = input_ids.shape
+        self.model, self.cache = model, model.new_cache().reserve(t + max_new_tokens - 1)
+        self.length, self.fed = t, 0  # positions fed so far, of which new tokens
+        # mask (N, T + max_new_tokens) and positions (N, max_new_tokens) stay None without padding
+        self.mask = self.positions = pos = None
+        if attention_mask is not None:
+            new = torch.ones(n, max_new_tokens, dtype=torch.bool, device=input_ids.device)
+            self.mask = torch.cat((attention_mask.bool(), new), dim=1)  # (N, T + max_new_tokens)
+            pos = position_ids(input_ids, attention_mask)  # (N, T)
+            self.positions = pos[:, -1:] + 1 + torch.arange(max_new_tokens, device=pos.device)  # (N, max_new)
         self.first_logits = self._logits(input_ids, pos)
 
     def step(self, tokens: Tensor) -> Tensor:
         """Feed (N,) new tokens; return (N, V) next-token logits."""
-        if self.mask is not None:
-            self.mask = torch.cat((self.mask, self.mask.new_ones(len(tokens), 1)), dim=1)
-        logits = self._logits(tokens[:, None], self.next_pos[:, None])
-        self.next_pos = self.next_pos + 1
-        return logits
+        pos = self.positions[:, self.fed : self.fed + 1] if self.positions is not None else None  # (N, 1)
+        self.length, self.fed = self.length + 1, self.fed + 1
+        return self._logits(tokens[:, None], pos)
 
     def reorder(self, index: Tensor) -> None:
-        """Select (and repeat) rows, as beam search does."""
+        """Select (and repeat) rows, as beam search does to give each beam its own row."""
         self.cache.reorder(index)
-        self.next_pos = self.next_pos[index]
-        self.mask = self.mask[index] if self.mask is not None else None
+        if self.mask is not None:
+            self.mask, self.positions = self.mask[index], self.positions[index]
 
-    def _logits(self, ids: Tensor, pos: Tensor) -> Tensor:
+    def reorder_beams(self, index: Tensor) -> None:
+        """Rows take the cache of other rows of the same prompt (their mask and positions are the same)."""
+        self.cache.reorder_beams(index)
+
+    def _logits(self, ids: Tensor, pos: Tensor | None) -> Tensor:
         """Run the new (N, T) tokens through the model; (N, V) logits at the last one."""
-        h = self.model.forward_features(ids, self.mask, self.cache, position_ids=pos).last_hidden_state
+        mask = self.mask[:, : self.length] if self.mask is not None else None
+        h = self.model.forward_features(ids, mask, self.cache, position_ids=pos).last_hidden_state
         return self.model.lm_head(h[:, -1])
 
 
@@ -93,9 +108,15 @@ class Seq2SeqSession:
     """Encoder-decoder decoding state: the source mask and the decoder cache (with cross-attention K/V)."""
 
     def __init__(
-        self, model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None, start_id: int
+        self,
+        model: nn.Module,
+        input_ids: Tensor,
+        attention_mask: Tensor | None,
+        start_id: int,
+        max_new_tokens: int,
     ) -> None:
-        self.model, self.cache, self.mask = model, model.new_cache(), attention_mask
+        self.model, self.mask = model, attention_mask
+        self.cache = model.new_cache().reserve(max_new_tokens)  # start token, all but the last new one
         memory = model.encode(input_ids, attention_mask).last_hidden_state  # (N, S, D)
         self.first_logits = self.step(input_ids.new_full((len(input_ids),), start_id), memory)
 
@@ -108,9 +129,13 @@ class Seq2SeqSession:
         return self.model.lm_head(h[:, -1])
 
     def reorder(self, index: Tensor) -> None:
-        """Select (and repeat) rows, as beam search does."""
+        """Select (and repeat) rows, as beam search does to give each beam its own row."""
         self.cache.reorder(index)
         self.mask = self.mask[index] if self.mask is not None else None
+
+    def reorder_beams(self, index: Tensor) -> None:
+        """Rows take the self-attention cache of other rows of the same source (the rest is the same)."""
+        self.cache.reorder_beams(index)
 
 
 Session = CausalSession | Seq2SeqSession
@@ -174,9 +199,10 @@ def _start(
             input_ids, attention_mask = align_padding(input_ids, attention_mask, left=not is_encoder_decoder)
     if is_encoder_decoder:
         _check_length(model, config.max_new_tokens)  # the start token, then all but the last new one
-        return Seq2SeqSession(model, input_ids, attention_mask, config.decoder_start_token_id), None
+        start = config.decoder_start_token_id
+        return Seq2SeqSession(model, input_ids, attention_mask, start, config.max_new_tokens), None
     _check_length(model, input_ids.shape[1] + config.max_new_tokens - 1)  # the last token is never fed
-    return CausalSession(model, input_ids, attention_mask), input_ids
+    return CausalSession(model, input_ids, attention_mask, config.max_new_tokens), input_ids
 
 
 def _check_length(model: nn.Module, positions: int) -> None:
@@ -302,7 +328,7 @@ def _beam_decode(session: Session, config: GenerationConfig) -> Tensor:
         rows = state.advance(logits.float().log_softmax(dim=-1).view(b, k, v), step, config)
         if step + 1 == config.max_new_tokens or bool(state.done.all()):
             break
-        session.reorder(rows)
+        session.reorder_beams(rows)
         logits = session.step(state.last_tokens(step, config.pad_token_id))
     return state.best()
 

@@ -26,6 +26,9 @@ class StackOutput:
     cross_attentions: tuple[Tensor, ...] | None = None  # n_layers of (B, H, T, S)
 
 
+MAX_BIAS_TABLE = 1024  # longest reserved cache whose (1, H, L, L) position-bias table is kept for decoding
+
+
 class TransformerStack(nn.Module):
     """A stack of blocks over already-embedded inputs, with in-attention positions shared by all layers."""
 
@@ -50,7 +53,7 @@ class TransformerStack(nn.Module):
         t = x.shape[1]
         offset = cache.offset if cache is not None else 0
         padding_mask, memory_mask = drop_full_mask(padding_mask), drop_full_mask(memory_mask)
-        mask, is_causal = self._self_mask(x, padding_mask, offset)
+        mask, is_causal = self._self_mask(x, padding_mask, offset, cache)
         cross_mask = (
             combine_masks(memory_mask, False, t, memory_mask.shape[1]) if memory_mask is not None else None
         )
@@ -89,14 +92,30 @@ class TransformerStack(nn.Module):
             return checkpoint(layer, x, use_reentrant=False, **kwargs)
         return layer(x, **kwargs)
 
-    def _self_mask(self, x: Tensor, padding_mask: Tensor | None, offset: int) -> tuple[Tensor | None, bool]:
+    def _self_mask(
+        self, x: Tensor, padding_mask: Tensor | None, offset: int, cache: KVCache | None
+    ) -> tuple[Tensor | None, bool]:
         """Self-attention mask (boolean, or float when a position bias is folded in) and the SDPA causal flag."""
         t, k_len = x.shape[1], offset + x.shape[1]
-        bias = self.position_bias(t, k_len, offset) if self.position_bias is not None else None
-        if self.causal and padding_mask is None and bias is None and offset == 0:
-            return None, True  # lets SDPA pick its fused causal kernel
-        mask = combine_masks(padding_mask, self.causal, t, k_len, offset, x.device)
+        bias = self._position_bias(t, k_len, offset, cache)
+        if self.causal and padding_mask is None and bias is None and (offset == 0 or t == 1):
+            return None, offset == 0  # the fused causal kernel; one new token may attend every key anyway
+        if t == 1 and padding_mask is not None:  # causal or not, one query at the last position sees all keys
+            mask = padding_mask.bool()[:, None, None, :]  # (B, 1, 1, Tk)
+            mask = mask | ~mask.any(dim=-1, keepdim=True)  # as combine_masks: a row with no real key sees all
+        else:
+            mask = combine_masks(padding_mask, self.causal, t, k_len, offset, x.device)
         return mask_to_bias(mask, bias, x.dtype), False
+
+    def _position_bias(self, t: int, k_len: int, offset: int, cache: KVCache | None) -> Tensor | None:
+        """(1, H, T, Tk) score bias of the new queries, sliced from a table the cache keeps when it reserved room."""
+        if self.position_bias is None:
+            return None
+        if cache is None or k_len > cache.capacity or cache.capacity > MAX_BIAS_TABLE:
+            return self.position_bias(t, k_len, offset)
+        if cache.position_bias is None:
+            cache.position_bias = self.position_bias(cache.capacity, cache.capacity)  # (1, H, L, L)
+        return cache.position_bias[:, :, offset : offset + t, :k_len]
 
 
 def drop_full_mask(mask: Tensor | None) -> Tensor | None:
@@ -122,5 +141,5 @@ class Decoder(TransformerStack):
         super().__init__(cfg, n_layers or cfg.n_layers, causal=True, cross_attention=cross_attention)
 
     def new_cache(self) -> KVCache:
-        """An empty cache sized for this decoder."""
+        """An empty cache with a layer cache per block (`reserve` it to preallocate)."""
         return KVCache.empty(len(self.layers))
