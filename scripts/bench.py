@@ -16,6 +16,7 @@ MFU is model training FLOPs/s over the best matmul FLOP/s this script measures f
     python scripts/bench.py                                  # every family, fp32 and bf16
     python scripts/bench.py --families gpt --dtypes fp32 --rounds 9 --markdown
     python scripts/bench.py --families t5 --profile          # top ops of slow cells, ours vs HF
+    python scripts/bench.py --generation --markdown          # KV-cache generation instead (bench_generation.py)
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ import argparse
 import contextlib
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import bench_generation
 import torch
 from bench_models import BUILDERS, HF_ATTENTION, Batch, LossFn, Pair, check_params
 from bench_table import format_rows, machine
@@ -201,6 +204,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--profile", action="store_true", help=f"profile ours vs HF where the ratio is below {SLOW}"
     )
     p.add_argument("--profile-top", type=int, default=12, help="ops listed per profile")
+    p.add_argument(
+        "--generation",
+        action="store_true",
+        help="time generation against HF instead; other flags: scripts/bench_generation.py --help",
+    )
     args = p.parse_args(argv)
     args.device = torch.device(args.device)
     return args
@@ -242,6 +250,10 @@ def measure_peaks(args: argparse.Namespace) -> dict[str, dict[str, float]]:
 
 def main(argv: list[str] | None = None) -> None:
     """Benchmark every requested family in every requested dtype and print the table."""
+    argv = sys.argv[1:] if argv is None else argv
+    if "--generation" in argv:
+        bench_generation.main([a for a in argv if a != "--generation"])
+        return
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
