@@ -46,7 +46,8 @@ class TokenEmbedding(nn.Module):
             if offset + t > self.max_len:
                 raise ValueError(f"sequence of {offset + t} positions exceeds max_len={self.max_len}")
             x = x + self.positions.span(offset, t)  # (T, D)
-        return self.dropout(self.norm(x))
+        x = self.norm(x)
+        return self.dropout(x) if self.training else x
 
 
 class PatchEmbedding(nn.Module):

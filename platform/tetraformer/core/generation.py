@@ -224,13 +224,17 @@ def _decode(session: Session, config: GenerationConfig, generator: torch.Generat
     logits = session.first_logits  # (B, V)
     done = torch.zeros(len(logits), dtype=torch.bool, device=logits.device)  # (B,)
     out = torch.full((len(logits), config.max_new_tokens), config.pad_token_id, device=logits.device)
+    can_stop = config.eos_token_id is not None or config.stop is not None  # else no per-step check, no sync
     for step in range(config.max_new_tokens):
-        token = _choose(logits, config, generator).masked_fill(done, config.pad_token_id)  # (B,)
+        token = _choose(logits, config, generator)  # (B,)
+        if can_stop:
+            token = token.masked_fill(done, config.pad_token_id)
         out[:, step] = token
         if config.on_token is not None:
             config.on_token(token)
-        done = done | _finished(token, out[:, : step + 1], config)
-        if step + 1 == config.max_new_tokens or bool(done.all()):
+        if can_stop:
+            done = done | _finished(token, out[:, : step + 1], config)
+        if step + 1 == config.max_new_tokens or (can_stop and bool(done.all())):
             break
         logits = session.step(token)
     return out[:, : step + 1]
