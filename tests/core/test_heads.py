@@ -84,3 +84,27 @@ def test_sequence_classifier_ignores_padding(
     logits = model(ids, attention_mask=mask)
     alone = model(ids[1:, :4], attention_mask=mask[1:, :4])
     assert_close(logits[1], alone[0], atol=1e-5, rtol=0.0)
+
+
+@pytest.mark.parametrize("rescale", [False, True])
+def test_one_row_decoding_gives_the_same_logits_and_cleans_up(tiny_config: Config, rescale: bool) -> None:
+    """Within one_row_decoding a single row goes through the transposed copy (same logits); nothing stays after."""
+    head = LMHead(tiny_config(rescale_tied_logits=rescale), nn.Embedding(100, 32))
+    row, rows = torch.randn(1, 1, 32), torch.randn(2, 1, 32)
+    with torch.no_grad(), head.one_row_decoding():
+        assert head.row_weight is not None and head.row_weight.shape == (32, 100)
+        inside_row, inside_rows = head(row), head(rows)
+    assert head.row_weight is None
+    with torch.no_grad():
+        assert_close(inside_row, head(row))
+        assert torch.equal(inside_rows, head(rows))  # more than one row: the usual F.linear
+
+
+def test_one_row_decoding_leaves_a_hooked_projection_alone(tiny_config: Config) -> None:
+    """A hook on the projection must keep firing, so the head keeps using it."""
+    head = LMHead(tiny_config(), nn.Embedding(100, 32))
+    calls = []
+    head.proj.register_forward_hook(lambda *_: calls.append(1))
+    with torch.no_grad(), head.one_row_decoding():
+        head(torch.randn(1, 1, 32))
+    assert head.row_weight is None and calls == [1]
