@@ -42,25 +42,10 @@ def cpu_bf16_autocast(x: Tensor) -> bool:
     )
 
 
-FEW_ROWS = (2, 4)  # row counts (decoding steps, mostly beams) that CPU fp32 inference computes as (W x^T)^T
-
-
-def few_cpu_rows(x: Tensor) -> bool:
-    """True for 2-4 fp32 rows on the CPU with gradients off (decoding): MKL's `x @ W.T` kernel streams W slowly at so few
-    rows, and `W @ x.T` (same math) runs ~1.5x faster there (measured with MKL 2024.2 on AVX-512)."""
-    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
-    return (
-        FEW_ROWS[0] <= rows <= FEW_ROWS[1]
-        and x.dtype == torch.float32
-        and x.device.type == "cpu"
-        and not torch.is_grad_enabled()
-    )
-
-
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """F.linear, through the transposed bf16 path under CPU bf16 autocast or (W x^T)^T for a few CPU rows."""
+    """F.linear, through the transposed bf16 path under CPU bf16 autocast."""
     if not cpu_bf16_autocast(x):
-        return _few_rows_linear(x, weight, bias) if few_cpu_rows(x) else F.linear(x, weight, bias)
+        return F.linear(x, weight, bias)
     lead = x.shape[:-1]
     cast = [
         t.to(torch.bfloat16) if t is not None else None for t in (x.reshape(-1, x.shape[-1]), weight, bias)
@@ -68,13 +53,6 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     with torch.autocast("cpu", enabled=False):
         y = _TransposedBF16Linear.apply(*cast)  # (M, K)
     return y.reshape(*lead, weight.shape[0])
-
-
-def _few_rows_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-    """F.linear of (..., in) inputs holding a few rows, as (W x^T)^T; the output is a transposed view."""
-    rows = x.reshape(-1, x.shape[-1]).t()  # (in, M)
-    y = torch.addmm(bias[:, None], weight, rows) if bias is not None else weight @ rows  # (out, M)
-    return y.t().view(*x.shape[:-1], weight.shape[0])
 
 
 class Linear(nn.Linear):
