@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
-from tetraformer.core.linear import Linear
+from tetraformer.core.linear import Linear, packed_linears
 
 
 def test_plain_linear_outside_autocast() -> None:
@@ -44,3 +45,17 @@ def test_same_state_dict_as_nn_linear() -> None:
     """Checkpoints and converters see an ordinary nn.Linear."""
     assert list(Linear(3, 2).state_dict()) == list(torch.nn.Linear(3, 2).state_dict())
     assert isinstance(Linear(3, 2), torch.nn.Linear)
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
+def test_packed_linears_give_the_same_values_and_only_without_gradients() -> None:
+    """Within packed_linears a Linear agrees with F.linear (packed weights, gradients off); outside, no copy stays."""
+    model = torch.nn.Sequential(Linear(16, 24), torch.nn.ReLU(), Linear(24, 8, bias=False))
+    x = torch.randn(4, 3, 16)
+    expected = model(x).detach()
+    with packed_linears(model, rows=4):
+        with torch.no_grad():
+            torch.testing.assert_close(model(x), expected)
+        assert all(layer.packed is not None for layer in (model[0], model[2]))
+        assert torch.equal(model(x), expected)  # with gradients on, the plain path (training never sees packing)
+    assert model[0].packed is None and model[2].packed is None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from tetraformer.core.linear import packed_linears
 from tetraformer.core.sampling import greedy, sample
 
 
@@ -146,10 +147,15 @@ class Seq2SeqSession:
 Session = CausalSession | Seq2SeqSession
 
 
-def decoding_head(model: nn.Module, rows: int) -> AbstractContextManager:
-    """Within, the LM head computes `rows` rows per step in its fastest form (when it offers one for one row)."""
+def decoding_layout(model: nn.Module, rows: int) -> AbstractContextManager:
+    """Within, the model multiplies `rows` rows per step in its fastest weight layout on this device.
+
+    One row: the LM head's transposed weight copy (when it offers one); more: oneDNN-packed Linear weights.
+    """
+    if rows > 1:
+        return packed_linears(model, rows)
     one_row = getattr(model.lm_head, "one_row_decoding", None)
-    return one_row() if rows == 1 and one_row is not None else nullcontext()
+    return one_row() if one_row is not None else nullcontext()
 
 
 def position_ids(input_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
@@ -181,7 +187,7 @@ def generate(
     config = config or GenerationConfig()
     if config.num_beams > 1:
         return beam_search(model, input_ids, attention_mask, config)
-    with decoding_head(model, len(input_ids)):
+    with decoding_layout(model, len(input_ids)):
         session, prompt = _start(model, input_ids, attention_mask, config)
         new = _decode(session, config, _generator(config.seed, input_ids.device))
     return torch.cat((prompt, new), dim=1) if prompt is not None else new
@@ -192,7 +198,7 @@ def beam_search(
     model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None, config: GenerationConfig
 ) -> Tensor:
     """Beam search with config.num_beams beams (one beam equals greedy); outputs laid out as `generate`'s."""
-    with decoding_head(model, len(input_ids) * config.num_beams):
+    with decoding_layout(model, len(input_ids) * config.num_beams):
         session, prompt = _start(model, input_ids, attention_mask, config)
         new = _beam_decode(session, config)
     return torch.cat((prompt, new), dim=1) if prompt is not None else new
