@@ -57,5 +57,5 @@ def test_packed_linears_give_the_same_values_and_only_without_gradients() -> Non
         with torch.no_grad():
             torch.testing.assert_close(model(x), expected)
         assert all(layer.packed is not None for layer in (model[0], model[2]))
-        assert torch.equal(model(x), expected)  # with gradients on, the plain path (training never sees packing)
+        assert torch.equal(model(x), expected)  # gradients on: the plain path, as in training
     assert model[0].packed is None and model[2].packed is None
