@@ -7,8 +7,8 @@ both sides hold identical weights. Each setting ({gpt2, t5} x {greedy, beam4} x 
 the same count. Outputs are compared token for token: greedy ones must be equal (the run fails
 otherwise); beam ones are reported.
 
-Method: --warmup untimed calls per side and setting, then --rounds rounds that interleave ours and HF
-(alternating which goes first). Tokens/s come from median times; the ratio is the median over rounds
+Method: on --threads threads (default 1), --warmup untimed calls per side and setting, then --rounds
+rounds that interleave ours and HF (alternating which goes first). Tokens/s come from median times; the ratio is the median over rounds
 of HF's time over ours in the same round (> 1: ours is faster).
 
     python scripts/bench_generation.py --markdown
@@ -88,6 +88,7 @@ def build(model: str, max_len: int) -> tuple[nn.Module, nn.Module]:
     """(ours, HF) in eval mode with identical weights: the HF model saved, then imported by the core."""
     cls = transformers.GPT2LMHeadModel if model == "gpt2" else transformers.T5ForConditionalGeneration
     hf = seeded(lambda: cls._from_config(hf_config(model, max_len), attn_implementation=HF_ATTENTION))
+    transformers.utils.logging.disable_progress_bar()  # save_pretrained's bar would interleave with the table
     with tempfile.TemporaryDirectory() as tmp:
         hf.save_pretrained(tmp)
         ours = load_hf(Path(tmp)).core
@@ -206,9 +207,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batches", nargs="+", type=int, default=[1, 8])
     p.add_argument("--prompt-len", type=int, default=32, help="prompt (T5: source) tokens")
     p.add_argument("--new-tokens", type=int, default=128, help="tokens each call generates")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved ours/HF rounds; medians are reported")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved ours/HF rounds; medians are reported")
     p.add_argument("--warmup", type=int, default=1, help="untimed calls per side and setting")
-    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="CPU threads")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU threads (default 1: a decoding step is a chain of small ops, and on a shared machine a busy "
+        f"neighbour stalls multi-threaded ones for whole seconds; this machine has {len(os.sched_getaffinity(0))})",
+    )
     p.add_argument("--markdown", action="store_true", help="print a README-ready markdown table")
     return p.parse_args(argv)
 
