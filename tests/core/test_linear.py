@@ -53,7 +53,7 @@ def test_packed_linears_give_the_same_values_and_only_without_gradients() -> Non
     model = torch.nn.Sequential(Linear(16, 24), torch.nn.ReLU(), Linear(24, 8, bias=False))
     x = torch.randn(4, 3, 16)
     expected = model(x).detach()
-    with packed_linears(model, rows=4):
+    with packed_linears([model, model[2]], rows=4):  # a layer named twice is packed once
         with torch.no_grad():
             torch.testing.assert_close(model(x), expected)
         assert all(layer.packed is not None for layer in (model[0], model[2]))

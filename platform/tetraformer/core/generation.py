@@ -153,9 +153,16 @@ def decoding_layout(model: nn.Module, rows: int) -> AbstractContextManager:
     One row: the LM head's transposed weight copy (when it offers one); more: oneDNN-packed Linear weights.
     """
     if rows > 1:
-        return packed_linears(model, rows)
+        return packed_linears(_step_modules(model), rows)
     one_row = getattr(model.lm_head, "one_row_decoding", None)
     return one_row() if one_row is not None else nullcontext()
+
+
+def _step_modules(model: nn.Module) -> list[nn.Module]:
+    """The modules each decoding step runs: an encoder-decoder's encoder runs once, so it is not repacked."""
+    if hasattr(model, "encode") and hasattr(model, "decoder") and hasattr(model, "lm_head"):
+        return [model.decoder, model.lm_head]
+    return [model]
 
 
 def position_ids(input_ids: Tensor, attention_mask: Tensor | None) -> Tensor:

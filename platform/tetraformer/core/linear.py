@@ -73,14 +73,17 @@ class Linear(nn.Linear):
 
 
 @contextmanager
-def packed_linears(model: nn.Module, rows: int) -> Iterator[None]:
-    """Within (gradients off), the model's fp32 CPU Linear layers multiply by oneDNN-packed weight copies.
+def packed_linears(modules: list[nn.Module], rows: int) -> Iterator[None]:
+    """Within (gradients off), the modules' fp32 CPU Linear layers multiply by oneDNN-packed weight copies.
 
     For decoding, whose steps multiply a few rows (`rows`, the packing hint) by every weight: oneDNN's
     packed kernel runs those products ~2x faster than F.linear's MKL one at 4-32 rows (measured on
     AVX-512). The copies cost one pass over the weights on entry and the weights' size in memory until exit.
     """
-    layers = [m for m in model.modules() if type(m) is Linear and _packable(m.weight)] if _onednn() else []
+    found = {
+        id(m): m for module in modules for m in module.modules() if type(m) is Linear and _packable(m.weight)
+    }
+    layers = list(found.values()) if _onednn() else []
     try:
         for layer in layers:
             layer.packed = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), rows)
