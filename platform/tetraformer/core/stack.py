@@ -100,11 +100,8 @@ class TransformerStack(nn.Module):
         bias = self._position_bias(t, k_len, offset, cache)
         if self.causal and padding_mask is None and bias is None and (offset == 0 or t == 1):
             return None, offset == 0  # the fused causal kernel; one new token may attend every key anyway
-        if t == 1 and padding_mask is not None:  # causal or not, one query at the last position sees all keys
-            mask = padding_mask.bool()[:, None, None, :]  # (B, 1, 1, Tk)
-            mask = mask | ~mask.any(dim=-1, keepdim=True)  # as combine_masks: a row with no real key sees all
-        else:
-            mask = combine_masks(padding_mask, self.causal, t, k_len, offset, x.device)
+        causal = self.causal and t > 1  # one query at the last position may attend every key anyway
+        mask = combine_masks(padding_mask, causal, t, k_len, offset, x.device)
         return mask_to_bias(mask, bias, x.dtype), False
 
     def _position_bias(self, t: int, k_len: int, offset: int, cache: KVCache | None) -> Tensor | None:
