@@ -59,3 +59,16 @@ def test_packed_linears_give_the_same_values_and_only_without_gradients() -> Non
         assert all(layer.packed is not None for layer in (model[0], model[2]))
         assert torch.equal(model(x), expected)  # gradients on: the plain path, as in training
     assert model[0].packed is None and model[2].packed is None
+
+
+def test_nothing_is_packed_under_fsdp() -> None:
+    """A module tree holding an FSDP unit keeps its plain weights: the unit's are whole only inside its forward."""
+
+    class FullyShardedDataParallel(torch.nn.Module):  # stands in for torch's wrapper, found by class name
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+    model = torch.nn.Sequential(Linear(16, 8), FullyShardedDataParallel(Linear(8, 8)))
+    with packed_linears([model], rows=4):
+        assert model[0].packed is None and model[1].inner.packed is None
