@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tetraformer.core.linear import Linear, packed_linears
+from tetraformer.core.linear import Linear
+from tetraformer.core.packed import packed_linears
 
 
 def test_plain_linear_outside_autocast() -> None:

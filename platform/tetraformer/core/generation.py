@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from tetraformer.core.linear import packed_linears
+from tetraformer.core.packed import packed_linears
 from tetraformer.core.sampling import greedy, sample
 
 

@@ -3,14 +3,10 @@
 On CPUs without native bf16 matrix units, oneDNN runs `A.T @ B` (A, B row-major) several times faster
 than the `x @ W.T` and `grad @ W` that nn.Linear issues (measured on AVX2: 21-24 vs 1-7 GFLOP/s). Under
 CPU bf16 autocast, `Linear` transposes its operands once so forward and both backward products use
-that layout; the math is the same. Within `packed_linears` (fp32 CPU decoding) it multiplies by
-oneDNN-packed weight copies. Everywhere else it is plain nn.Linear.
+that layout; the math is the same. Everywhere else it is plain nn.Linear.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -60,57 +56,12 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 
 class Linear(nn.Linear):
-    """nn.Linear (same parameters and state-dict keys) with the CPU bf16 fast path, and a packed-weight
-    path for fp32 CPU decoding (see `packed_linears`)."""
+    """nn.Linear (same parameters and state-dict keys) with the CPU bf16 fast path."""
 
-    packed: Tensor | None = None  # a oneDNN-packed copy of the weight, set only within packed_linears
+    packed: Tensor | None = None  # oneDNN-packed weight, set only within core.packed.packed_linears
 
     def forward(self, x: Tensor) -> Tensor:
         """(..., in) -> (..., out)."""
         if self.packed is not None and not torch.is_grad_enabled():
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
         return linear(x, self.weight, self.bias)
-
-
-@contextmanager
-def packed_linears(modules: list[nn.Module], rows: int) -> Iterator[None]:
-    """Within (gradients off), the modules' fp32 CPU Linear layers multiply by oneDNN-packed weight copies.
-
-    For decoding, whose steps multiply a few rows (`rows`, the packing hint) by every weight: oneDNN's
-    packed kernel runs those products ~2x faster than F.linear's MKL one at 4-32 rows (measured on
-    AVX-512). The copies cost one pass over the weights on entry and the weights' size in memory until exit.
-    Nothing is packed under FSDP, whose units gather their weights only inside their forward.
-    """
-    found = {
-        id(m): m for module in modules for m in module.modules() if type(m) is Linear and _packable(m.weight)
-    }
-    layers = list(found.values()) if _onednn() and not _sharded(modules) else []
-    try:
-        for layer in layers:
-            layer.packed = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), rows)
-        yield
-    finally:
-        for layer in layers:
-            layer.packed = None
-
-
-def _packable(weight: Tensor) -> bool:
-    """A plain fp32 CPU weight (no tensor subclass such as a DTensor), outside autocast (which packing would bypass)."""
-    plain = (
-        type(weight.data) is torch.Tensor and weight.device.type == "cpu" and weight.dtype == torch.float32
-    )
-    return plain and not torch.is_autocast_enabled("cpu")
-
-
-def _sharded(modules: list[nn.Module]) -> bool:
-    """Whether FSDP manages any of the modules: its units hold whole weights only inside their own forward."""
-    names = {"FullyShardedDataParallel", "FSDPModule"}
-    return any(c.__name__ in names for module in modules for m in module.modules() for c in type(m).__mro__)
-
-
-def _onednn() -> bool:
-    """Whether this torch build has oneDNN's packed linear ops."""
-    try:
-        return torch.backends.mkldnn.is_available() and callable(torch.ops.mkldnn._linear_pointwise)
-    except (AttributeError, RuntimeError):
-        return False
