@@ -5,7 +5,8 @@ the same shapes built by `transformers` (random weights from configs, attn_imple
 in fp32 and under bf16 autocast, in one run. Both sides get the same inputs, the same loss code and
 the same optimizer (torch.optim.AdamW, identical settings), so the ratio measures the models.
 
-Method: one warm-up step per side and family, then per dtype up to --rounds rounds of --steps steps
+Method: per dtype one warm-up step per side and family (on a CPU the first bf16 step
+also times its matmul layouts, see core/matmul_layout.py), then up to --rounds rounds of --steps steps
 that interleave ours and HF (alternating which goes first), so drift on a busy machine hits both
 alike. Throughput comes from each side's median step time; the ratio is the median over rounds of
 HF's step time over ours in the same round. A cell stops adding rounds after --budget seconds: on a
@@ -28,12 +29,14 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import transformers
 from bench_models import BUILDERS, HF_ATTENTION, Batch, LossFn, Pair, check_params
 from torch import nn
 
+from tetraformer.core.matmul_layout import cpu_model
 from tetraformer.training.peak import measure_matmuls, synchronize
 
 FAMILIES = ("bert", "gpt", "t5", "vit")
@@ -171,15 +174,37 @@ def format_table(results: list[Result], peaks: dict[str, float], markdown: bool)
     return "\n".join(lines)
 
 
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")  # what oneDNN uses
+
+
+def cpu_flags() -> list[str]:
+    """The CPU's matmul-relevant instruction-set flags (from /proc/cpuinfo), and any oneDNN ISA cap in force."""
+    try:
+        line = next(x for x in Path("/proc/cpuinfo").read_text().splitlines() if x.startswith("flags"))
+        flags = [f for f in ISA_FLAGS if f in line.split(":", 1)[1].split()]
+    except (OSError, StopIteration):
+        flags = []
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    return flags + ([f"ONEDNN_MAX_CPU_ISA={cap}"] if cap else [])
+
+
+def machine(device: torch.device) -> str:
+    """The device in words: GPU name, or CPU model and ISA flags, and the bf16 layout mode on CPUs."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    mode = os.environ.get("TETRAFORMER_BF16_LAYOUT", "auto")
+    return f"{cpu_model()} [{' '.join(cpu_flags())}], bf16 Linear layouts: {mode}"
+
+
 def describe(args: argparse.Namespace) -> str:
     """The run's setting: versions, device, threads and methodology."""
-    name = torch.cuda.get_device_name(args.device) if args.device.type == "cuda" else platform.processor()
     return "\n".join(
         [
-            f"torch {torch.__version__}, transformers {transformers.__version__}, device {args.device} "
-            f"({name or platform.machine()}), {torch.get_num_threads()} threads",
+            f"torch {torch.__version__}, transformers {transformers.__version__}, python "
+            f"{platform.python_version()}, device {args.device}: {machine(args.device)}, "
+            f"{torch.get_num_threads()} threads",
             f"HF attn_implementation={HF_ATTENTION!r}; both sides: AdamW {ADAMW}, same inputs and loss code",
-            f"{args.warmup} warm-up step(s) per side and family; per dtype up to {args.rounds} interleaved "
+            f"{args.warmup} warm-up step(s) per side, family and dtype; per dtype up to {args.rounds} interleaved "
             f"rounds of {args.steps} step(s), fewer once a cell's rounds pass {args.budget:.0f} s",
             "throughput and MFU from median step times; ratio = median over rounds of HF's step time / ours",
         ]
@@ -236,10 +261,10 @@ def run_family(family: str, args: argparse.Namespace) -> list[Result]:
         "ours": make_step(pair.ours, pair.ours_loss, pair.batch, args.device),
         "HF": make_step(pair.hf, pair.hf_loss, pair.batch, args.device),
     }
-    for step in steps.values():  # once per pair: later dtypes reuse the warm models and optimizers
-        time_steps(step, DTYPES[args.dtypes[0]], args.warmup, args.device)
     results = []
     for dtype in args.dtypes:
+        for step in steps.values():  # per dtype: the first bf16 step on a CPU also times its matmul layouts
+            time_steps(step, DTYPES[dtype], args.warmup, args.device)
         result = bench(pair, steps, dtype, args)
         print(f"  {family} {dtype}: ratio {result.ratio:.2f} over {result.rounds} round(s)", flush=True)
         if args.profile and result.ratio < SLOW[dtype]:
