@@ -147,3 +147,17 @@ def test_inference_times_only_the_forward(monkeypatch: pytest.MonkeyPatch, tmp_p
 def test_bucket_rounds_rows_up_to_a_power_of_two() -> None:
     """Row counts share a timing with every count up to the next power of two."""
     assert [bucket(m) for m in (1, 2, 3, 1000, 1024, 1025)] == [1, 2, 4, 1024, 1024, 2048]
+
+
+def test_bf16_weights_without_autocast_take_the_chosen_layout(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """bf16-true (bf16 weights and inputs, no autocast) is a bf16 CPU matmul too: laid out as chosen, same result."""
+    calls: list[tuple[str, str]] = []
+    fastest = dict.fromkeys(NATURAL, "cr")
+    monkeypatch.setattr(linear_module, "CHOOSER", LayoutChooser(fake_timer(fastest, calls), tmp_path / "l.json"))
+    layer = torch.nn.Linear(24, 56).to(torch.bfloat16)
+    x = torch.randn(3, 7, 24, dtype=torch.bfloat16)
+    y = linear_module.linear(x, layer.weight, layer.bias)
+    assert {product for product, _ in calls} == set(NATURAL) and y.dtype == torch.bfloat16
+    bf16_close(y, F.linear(x, layer.weight, layer.bias))
