@@ -15,22 +15,25 @@ from tetraformer.core.matmul_layout import (
     NATURAL,
     LayoutChooser,
     bucket,
+    layout_calls,
     machine_key,
     matmul,
     operands,
-    time_layout,
+    time_call,
 )
 
 SHAPE = (40, 24, 56)  # (M, N, K)
 
 
 def fake_timer(fastest: dict[str, str], calls: list[tuple[str, str]] | None = None):
-    """A timer that reports 1 ms for each product's `fastest` layout and 5 ms for the rest."""
+    """A timer that reports 1 ms for the `fastest` candidate of each product (the key's first word) and 5 ms for
+    the rest, running nothing."""
 
-    def timer(product: str, layout: str, shape: tuple[int, int, int], best: float) -> float:
+    def timer(key: str, name: str, call: object, best: float) -> float:
+        product = key.split()[0]
         if calls is not None:
-            calls.append((product, layout))
-        return 1e-3 if layout == fastest[product] else 5e-3
+            calls.append((product, name))
+        return 1e-3 if name == fastest[product] else 5e-3
 
     return timer
 
@@ -51,8 +54,8 @@ def test_chooses_the_faster_candidate(product: str, tmp_path: Path) -> None:
 def test_natural_layout_kept_unless_clearly_slower(tmp_path: Path) -> None:
     """A re-laid candidate only 5% faster than the natural layout is not worth its copies."""
 
-    def timer(product: str, layout: str, shape: tuple[int, int, int], best: float) -> float:
-        return 1.0 if layout == NATURAL[product] else 0.95
+    def timer(key: str, name: str, call: object, best: float) -> float:
+        return 1.0 if name == NATURAL[key.split()[0]] else 0.95
 
     assert LayoutChooser(timer, tmp_path / "l.json").layout("dx", SHAPE) == NATURAL["dx"]
 
@@ -101,7 +104,7 @@ def test_every_layout_computes_the_same_product(product: str) -> None:
     a, b = operands(product, SHAPE)
     for layout in ("rr", "rc", "cr", "cc"):
         bf16_close(matmul(a, b, layout), a @ b)
-    assert time_layout(product, CANDIDATES[product][0], SHAPE, float("inf")) > 0
+    assert all(time_call("k", name, call, float("inf")) > 0 for name, call in layout_calls(product, SHAPE).items())
 
 
 def forward_backward(x: torch.Tensor, layer: torch.nn.Linear, use_core: bool) -> list[torch.Tensor]:

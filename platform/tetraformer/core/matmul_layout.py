@@ -12,6 +12,7 @@ contiguous transpose). The math is the same in every layout; only the kernel one
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -32,11 +33,11 @@ TRANSPOSED = "cr"  # `A.T @ B`: the layout AVX2's bf16 kernels favour
 CANDIDATES: dict[str, tuple[str, ...]] = {p: tuple(dict.fromkeys((NATURAL[p], "cr", "rc"))) for p in NATURAL}
 MODES = ("auto", "natural", "transposed")  # TETRAFORMER_BF16_LAYOUT: time them, or force one
 PRUNE = 3.0  # a candidate whose first call is this many times the best so far is not timed further
-MARGIN = 1.1  # a re-laid candidate must beat the natural layout by this factor: copies and noise cost too
+MARGIN = 1.1  # a candidate must beat the default (natural layout) by this factor: copies and noise cost too
 CALLS = 5  # calls per candidate: the first warms oneDNN's primitive cache, the fastest of the rest counts
 
 Shape = tuple[int, int, int]  # (M, N, K) of a Linear: M rows of N inputs, K outputs
-Timer = Callable[[str, str, Shape, float], float]  # (product, layout, shape, best so far) -> seconds
+Timer = Callable[[str, str, Callable[[], object], float], float]  # (key, candidate, its call, best so far) -> s
 
 
 def as_layout(t: Tensor, order: str) -> Tensor:
@@ -57,17 +58,22 @@ def operands(product: str, shape: Shape, dtype: torch.dtype = torch.bfloat16) ->
     return {"fwd": (x, w.t()), "dx": (g, w), "dw": (g.t(), x)}[product]
 
 
-def time_layout(product: str, layout: str, shape: Shape, best: float) -> float:
-    """Seconds of the fastest timed call in the layout; only 1 call when it is already far behind `best`."""
-    a, b = operands(product, shape)
+def time_call(key: str, name: str, call: Callable[[], object], best: float) -> float:
+    """Seconds of call's fastest timed run (the first warms caches); 1 run only when it is far behind `best`."""
     times = []
     for _ in range(CALLS):
         start = time.perf_counter()
-        matmul(a, b, layout)
+        call()
         times.append(time.perf_counter() - start)
         if times[0] > PRUNE * best:
             break
     return min(times[1:] or times)
+
+
+def layout_calls(product: str, shape: Shape) -> dict[str, Callable[[], Tensor]]:
+    """One call per candidate layout of a product, on random operands of the shape."""
+    a, b = operands(product, shape)
+    return {layout: functools.partial(matmul, a, b, layout) for layout in CANDIDATES[product]}
 
 
 def bucket(m: int) -> int:
@@ -103,9 +109,10 @@ def cache_path() -> Path:
 
 
 class LayoutChooser:
-    """Picks each product's layout per shape by timing its candidates once; remembers the picks in a file."""
+    """Picks the fastest of a few equivalent ways to compute something, by timing them once per key on this
+    machine; remembers the picks in a file. Linear's bf16 products are its main user."""
 
-    def __init__(self, timer: Timer = time_layout, path: Path | None = None) -> None:
+    def __init__(self, timer: Timer = time_call, path: Path | None = None) -> None:
         self.timer, self.path = timer, path
         self.choices: dict[str, str] | None = None  # "fwd 2048x256x1024" -> layout, loaded on first use
 
@@ -114,10 +121,14 @@ class LayoutChooser:
         mode = os.environ.get("TETRAFORMER_BF16_LAYOUT", "auto")
         if mode != "auto":
             return self._forced(product, mode)
-        choices = self._choices()
         key = f"{product} {bucket(shape[0])}x{shape[1]}x{shape[2]}"
+        return self.pick(key, NATURAL[product], lambda: layout_calls(product, shape))
+
+    def pick(self, key: str, default: str, calls: Callable[[], dict[str, Callable[[], object]]]) -> str:
+        """The cached choice for key, or the fastest of calls() (unless `default` is within MARGIN of it)."""
+        choices = self._choices()
         if key not in choices:
-            choices[key] = self._fastest(product, shape)
+            choices[key] = self._fastest(key, default, calls())
             self._save(key, choices[key])
         return choices[key]
 
@@ -127,17 +138,17 @@ class LayoutChooser:
             raise ValueError(f"TETRAFORMER_BF16_LAYOUT must be one of {MODES}, got {mode!r}")
         return NATURAL[product] if mode == "natural" else TRANSPOSED
 
-    def _fastest(self, product: str, shape: Shape) -> str:
-        """Time every candidate layout (outside autocast and autograd); the fastest, unless natural is close."""
+    def _fastest(self, key: str, default: str, calls: dict[str, Callable[[], object]]) -> str:
+        """Time every candidate (outside autocast and autograd); the fastest, unless the default is close."""
         best, times = float("inf"), {}
         with torch.no_grad(), torch.autocast("cpu", enabled=False):
-            for layout in CANDIDATES[product]:
-                times[layout] = self.timer(product, layout, shape, best)
-                best = min(best, times[layout])
+            for name, call in calls.items():
+                times[name] = self.timer(key, name, call, best)
+                best = min(best, times[name])
         choice = min(times, key=times.__getitem__)
-        if times[NATURAL[product]] <= MARGIN * times[choice]:
-            choice = NATURAL[product]  # close enough: no copies, and plain F.linear when every product agrees
-        log.debug("bf16 %s %s: %s -> %s", product, shape, {k: f"{v * 1e3:.2f} ms" for k, v in times.items()}, choice)
+        if times[default] <= MARGIN * times[choice]:
+            choice = default  # close enough: the default needs no copies (Linear: plain F.linear)
+        log.debug("%s: %s -> %s", key, {k: f"{v * 1e3:.3f} ms" for k, v in times.items()}, choice)
         return choice
 
     def _file(self) -> Path:
