@@ -5,7 +5,8 @@ the same shapes built by `transformers` (random weights from configs, attn_imple
 in fp32 and under bf16 autocast, in one run. Both sides get the same inputs, the same loss code and
 the same optimizer (torch.optim.AdamW, identical settings), so the ratio measures the models.
 
-Method: one warm-up step per side and family, then per dtype up to --rounds rounds of --steps steps
+Method: per dtype one warm-up step per side and family (on a CPU the first bf16 step
+also times its matmul layouts, see core/matmul_layout.py), then up to --rounds rounds of --steps steps
 that interleave ours and HF (alternating which goes first), so drift on a busy machine hits both
 alike. Throughput comes from each side's median step time; the ratio is the median over rounds of
 HF's step time over ours in the same round. A cell stops adding rounds after --budget seconds: on a
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 import bench_generation
 import torch
 from bench_models import BUILDERS, HF_ATTENTION, Batch, LossFn, Pair, check_params
-from bench_table import format_rows, machine
+from bench_table import CLOCKS, format_rows, machine
 from torch import nn
 
 from tetraformer.training.peak import measure_matmuls, synchronize
@@ -100,14 +101,15 @@ def make_step(model: nn.Module, loss_fn: LossFn, batch: Batch, device: torch.dev
     return step
 
 
-def time_steps(step: Step, dtype: torch.dtype, n: int, device: torch.device) -> float:
-    """Seconds per step, averaged over n consecutive steps."""
+def time_steps(step: Step, dtype: torch.dtype, n: int, device: torch.device, clock: str = "wall") -> float:
+    """Seconds per step on the clock, averaged over n consecutive steps."""
+    now = CLOCKS[clock]
     synchronize(device)
-    start = time.perf_counter()
+    start = now()
     for _ in range(n):
         step(dtype)
     synchronize(device)
-    return (time.perf_counter() - start) / max(n, 1)
+    return (now() - start) / max(n, 1)
 
 
 def bench(pair: Pair, steps: dict[str, Step], dtype_name: str, args: argparse.Namespace) -> Result:
@@ -117,7 +119,7 @@ def bench(pair: Pair, steps: dict[str, Step], dtype_name: str, args: argparse.Na
     start = time.perf_counter()
     for r in range(args.rounds):
         for side in ("ours", "HF") if r % 2 == 0 else ("HF", "ours"):  # alternate who goes first
-            times[side].append(time_steps(steps[side], dtype, args.steps, device))
+            times[side].append(time_steps(steps[side], dtype, args.steps, device, args.clock))
         if time.perf_counter() - start > args.budget:
             break  # slow cells (bf16 without native bf16 matmuls) get fewer rounds, never none
     ratio = statistics.median(hf / ours for ours, hf in zip(times["ours"], times["HF"], strict=True))
@@ -169,9 +171,9 @@ def describe(args: argparse.Namespace) -> str:
         [
             machine(args.device),
             f"HF attn_implementation={HF_ATTENTION!r}; both sides: AdamW {ADAMW}, same inputs and loss code",
-            f"{args.warmup} warm-up step(s) per side and family; per dtype up to {args.rounds} interleaved "
+            f"{args.warmup} warm-up step(s) per side, family and dtype; per dtype up to {args.rounds} interleaved "
             f"rounds of {args.steps} step(s), fewer once a cell's rounds pass {args.budget:.0f} s",
-            "throughput and MFU from median step times; ratio = median over rounds of HF's step time / ours",
+            f"{args.clock} clock; throughput and MFU from median step times; ratio = median over rounds of HF's step time / ours",
         ]
     )
 
@@ -199,6 +201,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES))
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="CPU threads")
+    p.add_argument(
+        "--clock",
+        choices=list(CLOCKS),
+        default="wall",
+        help="wall seconds, or this process's CPU seconds: steady on a busy machine with --threads 1",
+    )
     p.add_argument("--markdown", action="store_true", help="print a README-ready markdown table")
     p.add_argument(
         "--profile", action="store_true", help=f"profile ours vs HF where the ratio is below {SLOW}"
@@ -231,10 +239,10 @@ def run_family(family: str, args: argparse.Namespace) -> list[Result]:
         "ours": make_step(pair.ours, pair.ours_loss, pair.batch, args.device),
         "HF": make_step(pair.hf, pair.hf_loss, pair.batch, args.device),
     }
-    for step in steps.values():  # once per pair: later dtypes reuse the warm models and optimizers
-        time_steps(step, DTYPES[args.dtypes[0]], args.warmup, args.device)
     results = []
     for dtype in args.dtypes:
+        for step in steps.values():  # per dtype: the first bf16 step on a CPU also times its matmul layouts
+            time_steps(step, DTYPES[dtype], args.warmup, args.device)
         result = bench(pair, steps, dtype, args)
         print(f"  {family} {dtype}: ratio {result.ratio:.2f} over {result.rounds} round(s)", flush=True)
         if args.profile and result.ratio < SLOW[dtype]:

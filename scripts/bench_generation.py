@@ -22,7 +22,6 @@ import argparse
 import os
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from pathlib import Path
 import torch
 import transformers
 from bench_models import HF_ATTENTION, SHAPE, VOCAB, seeded
-from bench_table import format_rows, machine
+from bench_table import CLOCKS, format_rows, machine
 from torch import Tensor, nn
 
 from tetraformer.core import GenerationConfig, generate
@@ -131,12 +130,13 @@ def hf_call(model: nn.Module, ids: Tensor, beams: int, new_tokens: int) -> Gener
 # --- timing ----------------------------------------------------------------------------------------
 
 
-def seconds(call: Generate) -> tuple[float, Tensor]:
-    """Wall time of one call, and what it returned."""
-    start = time.perf_counter()
+def seconds(call: Generate, clock: str = "wall") -> tuple[float, Tensor]:
+    """Seconds of one call on the clock, and what it returned."""
+    now = CLOCKS[clock]
+    start = now()
     with torch.inference_mode():
         out = call()
-    return time.perf_counter() - start, out
+    return now() - start, out
 
 
 def bench(
@@ -152,7 +152,7 @@ def bench(
     times: dict[str, list[float]] = {"ours": [], "HF": []}
     for r in range(args.rounds):
         for side in ("ours", "HF") if r % 2 == 0 else ("HF", "ours"):  # alternate who goes first
-            elapsed, outs[side] = seconds(calls[side])
+            elapsed, outs[side] = seconds(calls[side], args.clock)
             times[side].append(elapsed)
     equal = outs["ours"].shape == outs["HF"].shape and torch.equal(outs["ours"], outs["HF"])
     if search == "greedy" and not equal:
@@ -194,7 +194,8 @@ def describe(args: argparse.Namespace) -> str:
             f"HF attn_implementation={HF_ATTENTION!r}, use_cache=True; shape {SHAPE}, vocab {VOCAB}, fp32, "
             f"random weights; {args.prompt_len}-token prompts, {args.new_tokens} new tokens, no EOS",
             f"{args.warmup} warm-up call(s) per side and setting, then {args.rounds} interleaved rounds; "
-            "tok/s = batch * new tokens / median time; ratio = median over rounds of HF's time / ours",
+            f"{args.clock} clock; tok/s = batch * new tokens / median time; ratio = median over rounds of HF's "
+            "time / ours",
         ]
     )
 
@@ -215,6 +216,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=1,
         help="CPU threads (default 1: a decoding step is a chain of small ops, and on a shared machine a busy "
         f"neighbour stalls multi-threaded ones for whole seconds; this machine has {len(os.sched_getaffinity(0))})",
+    )
+    p.add_argument(
+        "--clock",
+        choices=list(CLOCKS),
+        default="wall",
+        help="wall time, or this process's CPU seconds (steadier ratios on a shared machine with one thread)",
     )
     p.add_argument("--markdown", action="store_true", help="print a README-ready markdown table")
     return p.parse_args(argv)

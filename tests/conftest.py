@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +26,12 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "seq2seq": dict(n_decoder_layers=2),
     "image": dict(image_size=32, patch_size=8, vocab_size=0),
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the bf16 layout cache of test runs (and their subprocesses) out of the user's ~/.cache."""
+    if "TETRAFORMER_CACHE_DIR" not in os.environ:
+        os.environ["TETRAFORMER_CACHE_DIR"] = tempfile.mkdtemp(prefix="tetraformer-cache-")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

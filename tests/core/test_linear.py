@@ -1,4 +1,4 @@
-"""The core Linear: plain nn.Linear outside CPU bf16 autocast, the same math in the transposed bf16 path."""
+"""The core Linear: plain nn.Linear outside bf16 on the CPU, the same math in every measured bf16 layout."""
 
 from __future__ import annotations
 

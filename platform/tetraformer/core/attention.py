@@ -66,22 +66,22 @@ class Attention(nn.Module):
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Queries from x; keys/values from x (self) or the memory (cross, computed once per cache)."""
         if not self.cross:
-            q, k, v = self._heads(self.qkv(x)).unbind(0)
+            q, k, v = self._heads(self.qkv(x))
             return q, k, v
         q = self._heads(self.q(x))[0]
         if cache is not None and cache.cross_kv is not None:
             return q, *cache.cross_kv
         if memory is None:
             raise ValueError("cross-attention needs the encoder output (memory)")
-        k, v = self._heads(self.kv(memory)).unbind(0)
+        k, v = self._heads(self.kv(memory))
         if cache is not None:
             cache.cross_kv = (k, v)
         return q, k, v
 
-    def _heads(self, x: Tensor) -> Tensor:
-        """(B, T, n*H*Dh) -> (n, B, H, T, Dh)."""
+    def _heads(self, x: Tensor) -> tuple[Tensor, ...]:
+        """(B, T, n*H*Dh) -> n views (B, H, T, Dh); their gradients stack back into (B, T, n, H, Dh) with no copy."""
         b, t, _ = x.shape
-        return x.view(b, t, -1, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        return tuple(part.transpose(1, 2) for part in x.view(b, t, -1, self.n_heads, self.head_dim).unbind(2))
 
 
 def eager_attention(

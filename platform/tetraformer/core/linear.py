@@ -1,9 +1,9 @@
-"""nn.Linear with a faster bf16 path on CPUs: every matmul in the layout oneDNN's bf16 kernels favour.
+"""nn.Linear whose bf16 CPU matmuls run in the operand layout this machine's kernels are fastest in.
 
-On CPUs without native bf16 matrix units, oneDNN runs `A.T @ B` (A, B row-major) several times faster
-than the `x @ W.T` and `grad @ W` that nn.Linear issues (measured on AVX2: 21-24 vs 1-7 GFLOP/s). Under
-CPU bf16 autocast, `Linear` transposes its operands once so forward and both backward products use
-that layout; the math is the same. Everywhere else it is plain nn.Linear.
+On the CPU in bf16 (autocast or bf16 weights) each of a Linear's three products (forward, input gradient,
+weight gradient) runs in the layout `matmul_layout.CHOOSER` timed fastest for its shape. Where every
+product's pick is the layout nn.Linear uses anyway (CPUs with fast bf16 kernels in every layout), the call
+is plain F.linear. Everywhere else (fp32, GPUs, torch.compile) it is plain nn.Linear.
 """
 
 from __future__ import annotations
@@ -12,51 +12,61 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tetraformer.core.matmul_layout import CHOOSER, NATURAL, matmul
 
-class _TransposedBF16Linear(torch.autograd.Function):
-    """y = x W^T + b, computed as (x^T)^T (W^T) so each matmul is `A.T @ B`."""
+
+class _LaidOutLinear(torch.autograd.Function):
+    """y = x W^T + b with each product in a chosen operand layout."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, plan: dict[str, str]) -> Tensor:
         """(M, N) x (K, N) -> (M, K)."""
         ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
-        y = x.t().contiguous().t() @ weight.t().contiguous()  # (M, K)
-        return y + bias if bias is not None else y
+        ctx.plan, ctx.has_bias = plan, bias is not None
+        return matmul(x, weight.t(), plan["fwd"], bias)  # (M, K)
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
         """Gradients of x (M, N), weight (K, N) and bias (K,)."""
         x, weight = ctx.saved_tensors
-        grad_x = grad.t().contiguous().t() @ weight  # (M, N)
-        grad_w = grad.t() @ x  # (K, N)
-        return grad_x, grad_w, grad.sum(0) if ctx.has_bias else None
+        need_x, need_w, need_b, _ = ctx.needs_input_grad
+        grad_x = matmul(grad, weight, ctx.plan["dx"]) if need_x else None  # (M, N)
+        grad_w = matmul(grad.t(), x, ctx.plan["dw"]) if need_w else None  # (K, N)
+        grad_b = grad.sum(0) if need_b and ctx.has_bias else None  # (K,)
+        return grad_x, grad_w, grad_b, None
 
 
-def cpu_bf16_autocast(x: Tensor) -> bool:
-    """True when x runs on the CPU under bf16 autocast."""
-    return (
-        x.device.type == "cpu"
-        and torch.is_autocast_enabled("cpu")
-        and torch.get_autocast_dtype("cpu") == torch.bfloat16
-    )
+def cpu_bf16(x: Tensor, weight: Tensor) -> bool:
+    """True when this Linear's matmuls run on the CPU in bf16: under bf16 autocast, or on bf16 tensors."""
+    if x.device.type != "cpu" or torch.compiler.is_compiling():
+        return False
+    autocast = torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    return autocast or (x.dtype == weight.dtype == torch.bfloat16)
+
+
+def layout_plan(x: Tensor, weight: Tensor) -> dict[str, str]:
+    """Each product's layout for x (M, N) and weight (K, N); only the forward's when no gradient is needed."""
+    shape = (x.shape[0], weight.shape[1], weight.shape[0])
+    grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
+    return {p: CHOOSER.layout(p, shape) if grad or p == "fwd" else NATURAL[p] for p in NATURAL}
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """F.linear, through the transposed bf16 path under CPU bf16 autocast."""
-    if not cpu_bf16_autocast(x):
+    """F.linear, with bf16 CPU matmuls in the layouts measured fastest here."""
+    if not cpu_bf16(x, weight):
         return F.linear(x, weight, bias)
-    lead = x.shape[:-1]
-    cast = [
-        t.to(torch.bfloat16) if t is not None else None for t in (x.reshape(-1, x.shape[-1]), weight, bias)
-    ]
+    flat = x.reshape(-1, x.shape[-1])  # (M, N)
+    plan = layout_plan(flat, weight)
+    if plan == NATURAL:
+        return F.linear(x, weight, bias)
+    cast = [t.to(torch.bfloat16) if t is not None else None for t in (flat, weight, bias)]
     with torch.autocast("cpu", enabled=False):
-        y = _TransposedBF16Linear.apply(*cast)  # (M, K)
-    return y.reshape(*lead, weight.shape[0])
+        y = _LaidOutLinear.apply(*cast, plan)  # (M, K)
+    return y.reshape(*x.shape[:-1], weight.shape[0])
 
 
 class Linear(nn.Linear):
-    """nn.Linear (same parameters and state-dict keys) with the CPU bf16 fast path."""
+    """nn.Linear (same parameters and state-dict keys) with the measured bf16 CPU layouts."""
 
     packed: Tensor | None = None  # oneDNN-packed weight, set only within core.packed.packed_linears
 

@@ -1,0 +1,189 @@
+"""Operand layouts of bf16 CPU matmuls, chosen by timing the candidates on this machine and cached per shape.
+
+oneDNN's bf16 kernels differ by CPU. Without native bf16 units (AVX2) `A.T @ B` (A, B row-major) runs 10-20x
+faster than the `x @ W.T` and `g @ W` nn.Linear issues; with AVX-512 BF16 every layout runs alike and the
+copies a re-laid operand needs are pure cost. So each product of a Linear (forward, input gradient, weight
+gradient) is timed in its candidate layouts the first time its shape is seen, the fastest is kept, and the
+choices go to a JSON file keyed by the machine, so later runs on it skip the timing.
+
+A layout names the memory order of A and B in `A @ B`: "r" row-major (contiguous), "c" column-major (a
+contiguous transpose). The math is the same in every layout; only the kernel oneDNN picks changes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+log = logging.getLogger(__name__)
+
+Product = Literal["fwd", "dx", "dw"]  # y = x W^T; grad_x = g W; grad_w = g^T x
+NATURAL: dict[str, str] = {"fwd": "rc", "dx": "rr", "dw": "cr"}  # the layouts nn.Linear's operands come in
+TRANSPOSED = "cr"  # `A.T @ B`: the layout AVX2's bf16 kernels favour
+CANDIDATES: dict[str, tuple[str, ...]] = {p: tuple(dict.fromkeys((NATURAL[p], "cr", "rc"))) for p in NATURAL}
+MODES = ("auto", "natural", "transposed")  # TETRAFORMER_BF16_LAYOUT: time them, or force one
+PRUNE = 3.0  # a candidate whose first call is this many times the best so far is not timed further
+MARGIN = 1.1  # a candidate must beat the default (natural layout) by this factor: copies and noise cost too
+CALLS = 5  # calls per candidate: the first warms oneDNN's primitive cache, the fastest of the rest counts
+
+Shape = tuple[int, int, int]  # (M, N, K) of a Linear: M rows of N inputs, K outputs
+Timer = Callable[[str, str, Callable[[], object], float], float]  # (key, candidate, its call, best so far) -> s
+
+
+def as_layout(t: Tensor, order: str) -> Tensor:
+    """t in row-major ("r") or column-major ("c") memory order (a copy only when it is not already)."""
+    return t.t().contiguous().t() if order == "c" else t.contiguous()
+
+
+def matmul(a: Tensor, b: Tensor, layout: str, bias: Tensor | None = None) -> Tensor:
+    """a @ b (+ bias) with the operands laid out as the layout says: (P, Q) x (Q, R) -> (P, R)."""
+    a, b = as_layout(a, layout[0]), as_layout(b, layout[1])
+    return torch.addmm(bias, a, b) if bias is not None else a @ b
+
+
+def operands(product: str, shape: Shape, dtype: torch.dtype = torch.bfloat16) -> tuple[Tensor, Tensor]:
+    """Random operands of one product of a Linear of this shape, in the layouts nn.Linear has them."""
+    m, n, k = shape
+    x, w, g = torch.randn(m, n, dtype=dtype), torch.randn(k, n, dtype=dtype), torch.randn(m, k, dtype=dtype)
+    return {"fwd": (x, w.t()), "dx": (g, w), "dw": (g.t(), x)}[product]
+
+
+def time_call(key: str, name: str, call: Callable[[], object], best: float) -> float:
+    """Seconds of call's fastest timed run (the first warms caches); 1 run only when it is far behind `best`."""
+    times = []
+    for _ in range(CALLS):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+        if times[0] > PRUNE * best:
+            break
+    return min(times[1:] or times)
+
+
+def layout_calls(product: str, shape: Shape) -> dict[str, Callable[[], Tensor]]:
+    """One call per candidate layout of a product, on random operands of the shape."""
+    a, b = operands(product, shape)
+    return {layout: functools.partial(matmul, a, b, layout) for layout in CANDIDATES[product]}
+
+
+def bucket(m: int) -> int:
+    """Rows rounded up to a power of two: varying batch lengths share one timing."""
+    return 1 << max(m - 1, 0).bit_length()
+
+
+def machine_key() -> str:
+    """What the timings depend on: CPU model, torch version, threads and any oneDNN ISA cap."""
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "")
+    return f"{cpu_model()} | torch {torch.__version__} | {torch.get_num_threads()} threads" + (
+        f" | ONEDNN_MAX_CPU_ISA={isa}" if isa else ""
+    )
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, or what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cache_path() -> Path:
+    """The layout cache file: $TETRAFORMER_CACHE_DIR, else $XDG_CACHE_HOME/tetraformer, else ~/.cache/tetraformer."""
+    root = os.environ.get("TETRAFORMER_CACHE_DIR") or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "tetraformer"
+    )
+    return Path(root) / "matmul_layouts.json"
+
+
+class LayoutChooser:
+    """Picks the fastest of a few equivalent ways to compute something, by timing them once per key on this
+    machine; remembers the picks in a file. Linear's bf16 products are its main user."""
+
+    def __init__(self, timer: Timer = time_call, path: Path | None = None) -> None:
+        self.timer, self.path = timer, path
+        self.choices: dict[str, str] | None = None  # "fwd 2048x256x1024" -> layout, loaded on first use
+
+    def layout(self, product: str, shape: Shape) -> str:
+        """The layout to run this product of a Linear of this shape in (timed now if never seen)."""
+        mode = os.environ.get("TETRAFORMER_BF16_LAYOUT", "auto")
+        if mode != "auto":
+            return self._forced(product, mode)
+        key = f"{product} {bucket(shape[0])}x{shape[1]}x{shape[2]}"
+        return self.pick(key, NATURAL[product], lambda: layout_calls(product, shape))
+
+    def pick(self, key: str, default: str, calls: Callable[[], dict[str, Callable[[], object]]]) -> str:
+        """The cached choice for key, or the fastest of calls() (unless `default` is within MARGIN of it)."""
+        choices = self._choices()
+        if key not in choices:
+            choices[key] = self._fastest(key, default, calls())
+            self._save(key, choices[key])
+        return choices[key]
+
+    def _forced(self, product: str, mode: str) -> str:
+        """The layout a forced mode names."""
+        if mode not in MODES:
+            raise ValueError(f"TETRAFORMER_BF16_LAYOUT must be one of {MODES}, got {mode!r}")
+        return NATURAL[product] if mode == "natural" else TRANSPOSED
+
+    def _fastest(self, key: str, default: str, calls: dict[str, Callable[[], object]]) -> str:
+        """Time every candidate (outside autocast and autograd); the fastest, unless the default is close."""
+        best, times = float("inf"), {}
+        with torch.no_grad(), torch.autocast("cpu", enabled=False):
+            for name, call in calls.items():
+                times[name] = self.timer(key, name, call, best)
+                best = min(best, times[name])
+        choice = min(times, key=times.__getitem__)
+        if times[default] <= MARGIN * times[choice]:
+            choice = default  # close enough: the default needs no copies (Linear: plain F.linear)
+        log.debug("%s: %s -> %s", key, {k: f"{v * 1e3:.3f} ms" for k, v in times.items()}, choice)
+        return choice
+
+    def _file(self) -> Path:
+        """Where the choices are kept."""
+        return self.path or cache_path()
+
+    def _choices(self) -> dict[str, str]:
+        """This machine's choices so far (read from the cache file once)."""
+        if self.choices is None:
+            self.choices = dict(self._read().get(machine_key(), {}))
+        return self.choices
+
+    def _read(self) -> dict[str, dict[str, str]]:
+        """The cache file's contents; empty when it is missing or unreadable (it is only a cache)."""
+        try:
+            data = json.loads(self._file().read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as err:
+            log.warning("ignoring the bf16 layout cache %s: %s", self._file(), err)
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _save(self, key: str, layout: str) -> None:
+        """Add one choice to the file, merged with what other processes wrote, replaced atomically."""
+        path = self._file()
+        data = self._read()
+        data.setdefault(machine_key(), {})[key] = layout
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+            os.replace(tmp, path)
+        except OSError as err:
+            log.warning("could not write the bf16 layout cache %s: %s (the choice holds for this run)", path, err)
+
+
+CHOOSER = LayoutChooser()
