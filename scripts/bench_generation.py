@@ -8,12 +8,13 @@ the same count. Outputs are compared token for token: greedy ones must be equal 
 otherwise); beam ones are reported.
 
 Method: on --threads threads (default 1), --warmup untimed calls per side and setting, then --rounds
-rounds that interleave ours and HF (alternating which goes first). Tokens/s come from median times; the ratio is the median over rounds
-of HF's time over ours in the same round (> 1: ours is faster).
+rounds that interleave ours and HF (alternating which goes first), timed on the --clock (wall, or this
+process's CPU seconds). Tokens/s come from median times; the ratio is the median over rounds of HF's
+time over ours in the same round (> 1: ours is faster).
 
     python scripts/bench_generation.py --markdown
     python scripts/bench.py --generation --markdown          # the same, from the benchmark entry point
-    python scripts/bench_generation.py --models gpt2 --searches beam4 --batches 8 --rounds 5
+    python scripts/bench_generation.py --models gpt2 --searches beam4 --batches 8 --rounds 9 --clock cpu
 """
 
 from __future__ import annotations
