@@ -87,8 +87,12 @@ def test_sequence_classifier_ignores_padding(
 
 
 @pytest.mark.parametrize("rescale", [False, True])
-def test_one_row_decoding_gives_the_same_logits_and_cleans_up(tiny_config: Config, rescale: bool) -> None:
-    """Within one_row_decoding a single row goes through the transposed copy (same logits); nothing stays after."""
+def test_one_row_decoding_gives_the_same_logits_and_cleans_up(
+    tiny_config: Config, rescale: bool, prefer: Callable[[str], list[str]]
+) -> None:
+    """Within one_row_decoding a single row goes through the transposed copy where it was timed faster (same
+    logits); nothing stays after."""
+    prefer("rows")
     head = LMHead(tiny_config(rescale_tied_logits=rescale), nn.Embedding(100, 32))
     row, rows = torch.randn(1, 1, 32), torch.randn(2, 1, 32)
     with torch.no_grad(), head.one_row_decoding():
@@ -100,8 +104,23 @@ def test_one_row_decoding_gives_the_same_logits_and_cleans_up(tiny_config: Confi
         assert torch.equal(inside_rows, head(rows))  # more than one row: the usual F.linear
 
 
-def test_one_row_decoding_leaves_a_hooked_projection_alone(tiny_config: Config) -> None:
+def test_one_row_decoding_keeps_f_linear_where_it_was_timed_faster(
+    tiny_config: Config, prefer: Callable[[str], list[str]]
+) -> None:
+    """The choice is measured: where F.linear wins, no copy is made; the timing happens once per shape."""
+    keys = prefer("linear")
+    head = LMHead(tiny_config(), nn.Embedding(100, 32))
+    for _ in range(2):
+        with torch.no_grad(), head.one_row_decoding():
+            assert head.row_weight is None
+    assert set(keys) == {"row 1x32x100 torch.float32"} and len(keys) == 2  # two candidates, timed once
+
+
+def test_one_row_decoding_leaves_a_hooked_projection_alone(
+    tiny_config: Config, prefer: Callable[[str], list[str]]
+) -> None:
     """A hook on the projection must keep firing, so the head keeps using it."""
+    prefer("rows")
     head = LMHead(tiny_config(), nn.Embedding(100, 32))
     calls = []
     head.proj.register_forward_hook(lambda *_: calls.append(1))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -49,8 +51,9 @@ def test_same_state_dict_as_nn_linear() -> None:
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
-def test_packed_linears_give_the_same_values_and_only_without_gradients() -> None:
+def test_packed_linears_give_the_same_values_and_only_without_gradients(prefer: Callable[[str], list[str]]) -> None:
     """Within packed_linears a Linear agrees with F.linear (packed weights, gradients off); outside, no copy stays."""
+    prefer("packed")
     model = torch.nn.Sequential(Linear(16, 24), torch.nn.ReLU(), Linear(24, 8, bias=False))
     x = torch.randn(4, 3, 16)
     expected = model(x).detach()
@@ -62,7 +65,17 @@ def test_packed_linears_give_the_same_values_and_only_without_gradients() -> Non
     assert model[0].packed is None and model[2].packed is None
 
 
-def test_nothing_is_packed_under_fsdp() -> None:
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
+def test_packing_only_where_timed_faster(prefer: Callable[[str], list[str]]) -> None:
+    """Where F.linear was timed faster for a weight shape, that layer is not packed; each shape is timed once."""
+    keys = prefer("linear")
+    model = torch.nn.Sequential(Linear(16, 24), Linear(16, 24), Linear(24, 8))
+    with packed_linears([model], rows=3):
+        assert all(layer.packed is None for layer in model)
+    assert sorted(set(keys)) == ["packed 4x16x24 torch.float32", "packed 4x24x8 torch.float32"] and len(keys) == 4
+
+
+def test_nothing_is_packed_under_fsdp(prefer: Callable[[str], list[str]]) -> None:
     """A module tree holding an FSDP unit keeps its plain weights: the unit's are whole only inside its forward."""
 
     class FullyShardedDataParallel(torch.nn.Module):  # stands in for torch's wrapper, found by class name
@@ -70,6 +83,7 @@ def test_nothing_is_packed_under_fsdp() -> None:
             super().__init__()
             self.inner = inner
 
+    prefer("packed")
     model = torch.nn.Sequential(Linear(16, 8), FullyShardedDataParallel(Linear(8, 8)))
     with packed_linears([model], rows=4):
         assert model[0].packed is None and model[1].inner.packed is None

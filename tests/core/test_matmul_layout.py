@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from tetraformer.core import linear as linear_module
+from tetraformer.core import matmul_layout
 from tetraformer.core.matmul_layout import (
     CANDIDATES,
     NATURAL,
@@ -127,7 +128,7 @@ def test_linear_gives_the_same_results_in_any_plan(
         "transposed": dict.fromkeys(NATURAL, "cr"),
         "mixed": {"fwd": "cr", "dx": "rc", "dw": "rc"},
     }[pick]
-    monkeypatch.setattr(linear_module, "CHOOSER", LayoutChooser(fake_timer(fastest), tmp_path / "l.json"))
+    monkeypatch.setattr(matmul_layout, "CHOOSER", LayoutChooser(fake_timer(fastest), tmp_path / "l.json"))
     layer, x = torch.nn.Linear(24, 56), torch.randn(4, 10, 24)
     assert linear_module.layout_plan(x.reshape(-1, 24).requires_grad_(), layer.weight) == fastest
     for ours, ref in zip(forward_backward(x, layer, True), forward_backward(x, layer, False), strict=True):
@@ -138,7 +139,7 @@ def test_linear_gives_the_same_results_in_any_plan(
 def test_inference_times_only_the_forward(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Under no_grad only the forward product is timed; fp32 never asks the chooser."""
     calls: list[tuple[str, str]] = []
-    monkeypatch.setattr(linear_module, "CHOOSER", LayoutChooser(fake_timer(NATURAL, calls), tmp_path / "l.json"))
+    monkeypatch.setattr(matmul_layout, "CHOOSER", LayoutChooser(fake_timer(NATURAL, calls), tmp_path / "l.json"))
     layer = torch.nn.Linear(24, 56)
     linear_module.linear(torch.randn(5, 24), layer.weight, layer.bias)
     assert calls == []
@@ -158,7 +159,7 @@ def test_bf16_weights_without_autocast_take_the_chosen_layout(
     """bf16-true (bf16 weights and inputs, no autocast) is a bf16 CPU matmul too: laid out as chosen, same result."""
     calls: list[tuple[str, str]] = []
     fastest = dict.fromkeys(NATURAL, "cr")
-    monkeypatch.setattr(linear_module, "CHOOSER", LayoutChooser(fake_timer(fastest, calls), tmp_path / "l.json"))
+    monkeypatch.setattr(matmul_layout, "CHOOSER", LayoutChooser(fake_timer(fastest, calls), tmp_path / "l.json"))
     layer = torch.nn.Linear(24, 56).to(torch.bfloat16)
     x = torch.randn(3, 7, 24, dtype=torch.bfloat16)
     y = linear_module.linear(x, layer.weight, layer.bias)

@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tetraformer.core.matmul_layout import CHOOSER, NATURAL, matmul
+from tetraformer.core import matmul_layout
+from tetraformer.core.matmul_layout import NATURAL, matmul
 
 
 class _LaidOutLinear(torch.autograd.Function):
@@ -48,7 +49,7 @@ def layout_plan(x: Tensor, weight: Tensor) -> dict[str, str]:
     """Each product's layout for x (M, N) and weight (K, N); only the forward's when no gradient is needed."""
     shape = (x.shape[0], weight.shape[1], weight.shape[0])
     grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
-    return {p: CHOOSER.layout(p, shape) if grad or p == "fwd" else NATURAL[p] for p in NATURAL}
+    return {p: matmul_layout.CHOOSER.layout(p, shape) if grad or p == "fwd" else NATURAL[p] for p in NATURAL}
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -1,34 +1,39 @@
 """oneDNN-packed weight copies for fp32 CPU decoding: a step multiplies a few rows by every weight.
 
-At 4-32 rows oneDNN's packed-weight kernel runs those products ~2x faster than the MKL kernel F.linear
-calls (measured on AVX-512 with MKL 2024.2 / oneDNN 3.12). `packed_linears` packs the core Linear layers of
-some modules on entry and drops the copies on exit; `Linear.forward` uses a copy while gradients are off.
+At 4-32 rows oneDNN's packed-weight kernel ran those products ~2x faster than the MKL kernel F.linear
+calls on the AVX-512 machine this was found on (MKL 2024.2 / oneDNN 3.12), and slower on tiny layers, so
+each weight shape is timed both ways on the machine that runs (`matmul_layout.CHOOSER`, cached per machine).
+`packed_linears` packs the core Linear layers where packing won on entry and drops the copies on exit;
+`Linear.forward` uses a copy while gradients are off.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tetraformer.core import matmul_layout
 from tetraformer.core.linear import Linear
 
 
 @contextmanager
 def packed_linears(modules: list[nn.Module], rows: int) -> Iterator[None]:
-    """Within (gradients off), the modules' fp32 CPU Linear layers multiply by oneDNN-packed weight copies.
+    """Within (gradients off), the modules' fp32 CPU Linear layers multiply by oneDNN-packed weight copies
+    where that was timed faster here.
 
-    For decoding, whose steps multiply a few rows (`rows`, the packing hint) by every weight: oneDNN's
-    packed kernel runs those products ~2x faster than F.linear's MKL one at 4-32 rows (measured on
-    AVX-512). The copies cost one pass over the weights on entry and the weights' size in memory until exit.
+    For decoding, whose steps multiply a few rows (`rows`, the packing hint) by every weight. The copies cost one pass over the weights on entry and the weights' size in memory until exit.
     Nothing is packed under FSDP, whose units gather their weights only inside their forward.
     """
     found = {
         id(m): m for module in modules for m in module.modules() if type(m) is Linear and _packable(m.weight)
     }
-    layers = list(found.values()) if _onednn() and not _sharded(modules) else []
+    usable = _onednn() and not _sharded(modules)
+    layers = [m for m in found.values() if packed_faster(m, rows)] if usable else []
     try:
         for layer in layers:
             layer.packed = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), rows)
@@ -36,6 +41,23 @@ def packed_linears(modules: list[nn.Module], rows: int) -> Iterator[None]:
     finally:
         for layer in layers:
             layer.packed = None
+
+
+def packed_faster(layer: Linear, rows: int) -> bool:
+    """Whether `rows` rows times this layer's packed weight beat F.linear here (timed once per shape)."""
+    w = layer.weight.detach()
+    out_features, in_features = w.shape
+
+    def calls() -> dict[str, Callable[[], object]]:
+        x, packed = torch.randn(rows, in_features), torch.ops.mkldnn._reorder_linear_weight(w, rows)
+        pointwise = torch.ops.mkldnn._linear_pointwise
+        return {
+            "linear": partial(F.linear, x, w, layer.bias),
+            "packed": partial(pointwise, x, packed, layer.bias, "none", [], ""),
+        }
+
+    key = f"packed {matmul_layout.bucket(rows)}x{in_features}x{out_features} {w.dtype}"
+    return matmul_layout.CHOOSER.pick(key, "linear", calls) == "packed"
 
 
 def _packable(weight: Tensor) -> bool:
