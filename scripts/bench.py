@@ -193,7 +193,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=1, help="timed steps per side in each round")
     p.add_argument("--rounds", type=int, default=7, help="interleaved ours/HF rounds; medians are reported")
-    p.add_argument("--warmup", type=int, default=1, help="untimed steps per side, once per family")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps per side, family and dtype")
     p.add_argument(
         "--budget", type=float, default=30.0, help="seconds after which a cell stops adding rounds"
     )
