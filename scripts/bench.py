@@ -16,6 +16,7 @@ MFU is model training FLOPs/s over the best matmul FLOP/s this script measures f
     python scripts/bench.py                                  # every family, fp32 and bf16
     python scripts/bench.py --families gpt --dtypes fp32 --rounds 9 --markdown
     python scripts/bench.py --families t5 --profile          # top ops of slow cells, ours vs HF
+    python scripts/bench.py --tasks [TASK ...]               # tasks end to end under fit vs bare (bench_tasks.py)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import contextlib
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -254,7 +256,13 @@ def measure_peaks(args: argparse.Namespace) -> dict[str, dict[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Benchmark every requested family in every requested dtype and print the table."""
+    """Benchmark every requested family in every requested dtype and print the table (--tasks: bench_tasks)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if "--tasks" in argv:  # every task end to end under `fit` against its bare step: scripts/bench_tasks.py
+        import bench_tasks
+
+        bench_tasks.main(argv)
+        return
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
