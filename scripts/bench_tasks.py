@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,7 +171,7 @@ def bare_seconds(module: Any, batches: list[Any]) -> float:
     return time.perf_counter() - start
 
 
-def bench_task(task: str, args: argparse.Namespace, work: Path, extra: list[str] = ()) -> TaskResult:
+def bench_task(task: str, args: argparse.Namespace, work: Path, extra: Sequence[str] = ()) -> TaskResult:
     """Interleaved rounds of the fit and the bare steps of one task; medians over rounds."""
     config = fit_config(task, work, args)
     loops: list[float] = []
@@ -221,6 +222,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--threads", type=int, default=1, help="torch threads (1: steady on a shared machine; 0: torch's)"
     )
+    p.add_argument(
+        "--fit-args", nargs="+", default=[], metavar="ARG", help="more `tetraformer fit` arguments"
+    )
     p.add_argument("--markdown", action="store_true", help="print a markdown table")
     p.add_argument("--verbose", dest="quiet", action="store_false", help="show the fits' progress output")
     args = p.parse_args(argv)
@@ -238,7 +242,7 @@ def main(argv: list[str] | None = None) -> list[TaskResult]:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {args.warmup} warm-up + {args.steps} timed "
           f"steps per fit, {args.rounds} rounds; shape {args.shape}; {args.precision}", flush=True)  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        results = [bench_task(task, args, Path(tmp)) for task in args.tasks]
+        results = [bench_task(task, args, Path(tmp), args.fit_args) for task in args.tasks]
     print(format_table(results, args.markdown))
     return results
 

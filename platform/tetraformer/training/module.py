@@ -10,6 +10,7 @@ from lightning.pytorch.loggers import WandbLogger
 from torch import Tensor, nn
 from torchmetrics import Metric
 
+from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.core.config import TransformerConfig
 from tetraformer.errors import TetraformerError
 from tetraformer.payload import PAYLOAD_KEY, make_payload, plain, tokenizer_from_state
@@ -19,6 +20,7 @@ from tetraformer.training.loggers import wandb_logger
 from tetraformer.training.metrics import REPORT_STAGES, confusion_metric, stage_copies
 from tetraformer.training.optim import OptimizerConfig, build_optimizer
 from tetraformer.training.reports import write_reports
+from tetraformer.training.throughput import batch_rows
 
 log = logging.getLogger(__name__)
 FINE_TUNING_FIELDS = (
@@ -95,6 +97,16 @@ class TaskModule(L.LightningModule):
     def batch_tokens(self, batch: dict[str, Tensor]) -> int:
         """Number of input tokens (or patches) in a batch, for throughput."""
         return 0
+
+    def flop_costs(self, net: nn.Module) -> dict[str, TokenCost]:
+        """Per-token training costs of the network's parts (counted once, on a meta-device twin): all of it."""
+        return {"tokens": token_cost(net)}
+
+    def batch_flops(self, batch: dict[str, Tensor], costs: dict[str, TokenCost]) -> float:
+        """Training FLOPs of a batch: its `batch_tokens` through the whole network, attending over their mean
+        row length (padding is not useful work). Tasks whose parts see different tokens override this."""
+        tokens = self.batch_tokens(batch)
+        return costs["tokens"].flops(tokens, tokens / batch_rows(batch))
 
     def task_state(self) -> dict[str, Any]:
         """Task settings a checkpoint must carry; plain data only.
@@ -196,7 +208,7 @@ class TaskModule(L.LightningModule):
         out = self.compute(batch, stage)
         preds, targets = out.pop("preds", None), out.pop("targets", None)
         on_step = stage == "train"
-        batch_size = next(iter(batch.values())).shape[0]
+        batch_size = batch_rows(batch)
         for name, value in out.items():
             self.log(f"{stage}/{name}", value, on_step=on_step, on_epoch=not on_step, prog_bar=name == "loss",
                      batch_size=batch_size, sync_dist=not on_step)  # fmt: skip
