@@ -7,7 +7,8 @@ every training batch and keeps a copy of the timed batches; the loop's time is t
 timed batch's start to the start of the batch after the last one (data loading, callbacks and logging included).
 The bare step then runs the same module's `compute(batch, "train")["loss"]` + backward + its AdamW step on those
 very batches, held in memory, no Lightning. Rounds alternate which side goes first; the table shows medians over
-rounds: items/s of each side and overhead = loop time / bare time - 1 (median of the per-round ratios).
+rounds: items/s of each side and overhead = loop time / bare time - 1 (median of the per-round ratios), of wall time
+and of CPU time (this process's threads: steadier than wall time when other work shares the machine).
 
     python scripts/bench.py --tasks                                   # every task, ~5 minutes on 2 cores
     python scripts/bench_tasks.py --tasks seq2seq masked_lm --steps 30 --rounds 5 --markdown
@@ -60,21 +61,27 @@ class StepClock(Callback):
 
     def __init__(self, warmup: int = 3, steps: int = 20) -> None:
         self.warmup, self.steps = warmup, steps
-        self.starts: list[float] = []
+        self.starts: list[tuple[float, float]] = []  # (wall, process CPU) seconds
         self.batches: list[Any] = []
         self.module: Any = None
         StepClock.last = self
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
         """Stamp the time; keep the batch when it is one of the timed ones."""
-        self.starts.append(time.perf_counter())
+        self.starts.append(clocks())
         self.module = pl_module
         if self.warmup <= len(self.starts) - 1 < self.warmup + self.steps:
             self.batches.append(clone(batch))
 
-    def loop_seconds(self) -> float:
-        """Wall time from the first timed batch's start to the start of the one after the last."""
-        return self.starts[self.warmup + self.steps] - self.starts[self.warmup]
+    def loop_seconds(self) -> tuple[float, float]:
+        """Wall and CPU time from the first timed batch's start to the start of the one after the last."""
+        (wall0, cpu0), (wall1, cpu1) = self.starts[self.warmup], self.starts[self.warmup + self.steps]
+        return wall1 - wall0, cpu1 - cpu0
+
+
+def clocks() -> tuple[float, float]:
+    """(wall, CPU time of this process's threads) in seconds: CPU time hardly moves with other load on the machine."""
+    return time.perf_counter(), time.process_time()
 
 
 def clone(batch: Any) -> Any:
@@ -98,6 +105,7 @@ class TaskResult:
     loop_s: float  # median seconds of the timed window under Lightning
     bare_s: float  # median seconds of the same batches as bare steps
     overhead: float  # median over rounds of loop time / bare time - 1
+    cpu_overhead: float  # the same of CPU times (this process, all threads)
 
     @property
     def loop_rate(self) -> float:
@@ -152,8 +160,8 @@ def run_fit(config: Path, extra: list[str], quiet: bool) -> StepClock:
     return clock
 
 
-def bare_seconds(module: Any, batches: list[Any]) -> float:
-    """Seconds of `compute` + backward + the module's AdamW step over the batches (after one untimed step)."""
+def bare_seconds(module: Any, batches: list[Any]) -> tuple[float, float]:
+    """Wall and CPU seconds of `compute` + backward + the module's AdamW step over the batches (after one untimed step)."""
     from tetraformer.training.optim import build_optimizer
 
     module.train()
@@ -165,17 +173,17 @@ def bare_seconds(module: Any, batches: list[Any]) -> float:
         optimizer.step()
 
     step(batches[0])
-    start = time.perf_counter()
+    wall, cpu = clocks()
     for batch in batches:
         step(batch)
-    return time.perf_counter() - start
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def bench_task(task: str, args: argparse.Namespace, work: Path, extra: Sequence[str] = ()) -> TaskResult:
     """Interleaved rounds of the fit and the bare steps of one task; medians over rounds."""
     config = fit_config(task, work, args)
-    loops: list[float] = []
-    bares: list[float] = []
+    loops: list[tuple[float, float]] = []  # (wall, CPU) seconds per round
+    bares: list[tuple[float, float]] = []
     clock: StepClock | None = None
     for r in range(args.rounds):
         if r % 2 == 1 and clock is not None:  # odd rounds: the bare steps (of the last fit's batches) first
@@ -185,22 +193,25 @@ def bench_task(task: str, args: argparse.Namespace, work: Path, extra: Sequence[
         if r % 2 == 0:
             bares.append(bare_seconds(clock.module, clock.batches))
         print(
-            f"  {task} round {r}: loop {loops[-1]:.2f} s, bare {bares[-1]:.2f} s", file=sys.stderr, flush=True
+            f"  {task} round {r}: loop {loops[-1][0]:.2f} s, bare {bares[-1][0]:.2f} s",
+            file=sys.stderr,
+            flush=True,
         )
     counts = [batch_items(clock.module, b) for b in clock.batches]
+    overheads = [[a[i] / b[i] - 1 for a, b in zip(loops, bares, strict=True)] for i in (0, 1)]
     return TaskResult(
-        task, counts[0][1], sum(n for n, _ in counts), args.steps, len(loops), statistics.median(loops),
-        statistics.median(bares), statistics.median(a / b - 1 for a, b in zip(loops, bares, strict=True)),
+        task, counts[0][1], sum(n for n, _ in counts), args.steps, len(loops), statistics.median(a for a, _ in loops),
+        statistics.median(b for b, _ in bares), statistics.median(overheads[0]), statistics.median(overheads[1]),
     )  # fmt: skip
 
 
 def format_table(results: list[TaskResult], markdown: bool) -> str:
     """One row per task: items/s under fit and bare, and the overhead."""
-    header = ["task", "unit", "loop items/s", "bare items/s", "overhead", "steps x rounds"]
-    rows = [[r.task, r.unit, f"{r.loop_rate:,.0f}", f"{r.bare_rate:,.0f}", f"{r.overhead:+.1%}",
+    header = ["task", "unit", "loop items/s", "bare items/s", "overhead", "CPU overhead", "steps x rounds"]
+    rows = [[r.task, r.unit, f"{r.loop_rate:,.0f}", f"{r.bare_rate:,.0f}", f"{r.overhead:+.1%}", f"{r.cpu_overhead:+.1%}",
              f"{r.steps} x {r.rounds}"] for r in results]  # fmt: skip
     if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|---|---|---:|---:|---:|---:|"]
+        lines = ["| " + " | ".join(header) + " |", "|---|---|---:|---:|---:|---:|---:|"]
         return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return "\n".join(

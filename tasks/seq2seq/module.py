@@ -35,6 +35,7 @@ class Seq2Seq(TaskModule):
     """
 
     hf_architectures = ("T5ForConditionalGeneration",)
+    token_unit = "source + target tokens"
 
     def __init__(
         self,

@@ -48,6 +48,7 @@ class TaskModule(L.LightningModule):
 
     # Hugging Face architectures this task serves: `convert from-hf` stores it as their checkpoints' task
     hf_architectures: tuple[str, ...] = ()
+    token_unit = "tokens"  # what `batch_tokens` counts, as the run's throughput summary names it
 
     def __init__(
         self,

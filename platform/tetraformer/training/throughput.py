@@ -114,7 +114,7 @@ class Throughput(Callback):
             means["train/peak_tflops"] = self.peak_flops / 1e12
         if not trainer.is_global_zero:
             return
-        log.info(summary_line(means, self.peak_source(), getattr(pl_module, "token_unit", "tokens")))
+        log.info(summary_line(means, self.peak_source(), pl_module.token_unit))
         for logger in trainer.loggers:
             logger.log_metrics(means, step=trainer.global_step)
         wandb = wandb_logger(trainer.loggers)
