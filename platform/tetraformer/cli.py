@@ -110,6 +110,10 @@ class TetraformerCLI(LightningCLI):
             output = self._get(self.config_init, "predictions") or root / "predictions.jsonl"
             callbacks.append(JsonlPredictionWriter(output))
         kwargs["callbacks"] = callbacks
+        if trainer_cfg.get("enable_progress_bar") is None and not sys.stdout.isatty():
+            kwargs["enable_progress_bar"] = (
+                False  # Lightning's default bar redraws (and reads the loss) every step
+            )
         trainer = super().instantiate_trainer(**kwargs)
         guard_ranks(trainer, run.collective_timeout_s)
         return trainer

@@ -247,6 +247,8 @@ class TaskModule(L.LightningModule):
     def _update_metrics(self, stage: str, preds: Tensor, targets: Tensor, batch_size: int) -> None:
         """Feed the stage's metrics and log the objects: Lightning computes and resets them at epoch end."""
         on_step = stage == "train"
+        if on_step and not self._writes_train_logs():
+            return  # a training step's metric value is its own batch's: needed only on the rows Lightning writes
         for name, metric in (getattr(self, f"{stage}_metrics") or {}).items():
             if on_step:
                 metric(preds, targets)  # forward: the step's own value, logged like train/loss
@@ -256,6 +258,15 @@ class TaskModule(L.LightningModule):
                      metric_attribute=f"{stage}_metrics.{name}")  # fmt: skip
         if self.confusion is not None and stage in self.confusion:
             self.confusion[stage].update(preds, targets)
+
+    def _writes_train_logs(self) -> bool:
+        """Whether Lightning writes this training step's logged values (a logging step, or the step budget's last)."""
+        trainer = self._trainer
+        return (
+            trainer is None
+            or trainer._logger_connector.should_update_logs
+            or 0 < trainer.max_steps <= trainer.global_step + 1
+        )
 
     def on_validation_epoch_end(self) -> None:
         """Per-class reports of the validation epoch."""
