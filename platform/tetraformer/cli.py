@@ -111,9 +111,8 @@ class TetraformerCLI(LightningCLI):
             callbacks.append(JsonlPredictionWriter(output))
         kwargs["callbacks"] = callbacks
         if trainer_cfg.get("enable_progress_bar") is None and not sys.stdout.isatty():
-            kwargs["enable_progress_bar"] = (
-                False  # Lightning's default bar redraws (and reads the loss) every step
-            )
+            # unless asked, a bar only on a terminal: Lightning's default one redraws and reads the loss every step
+            kwargs["enable_progress_bar"] = False
         trainer = super().instantiate_trainer(**kwargs)
         guard_ranks(trainer, run.collective_timeout_s)
         return trainer
