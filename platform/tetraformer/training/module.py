@@ -209,6 +209,8 @@ class TaskModule(L.LightningModule):
         out = self.compute(batch, stage)
         preds, targets = out.pop("preds", None), out.pop("targets", None)
         on_step = stage == "train"
+        if on_step and not self._train_values_read():  # Lightning's self.log costs 1-5 ms a call on CPU
+            return out["loss"]
         batch_size = batch_rows(batch)
         for name, value in out.items():
             self.log(f"{stage}/{name}", value, on_step=on_step, on_epoch=not on_step, prog_bar=name == "loss",
@@ -247,8 +249,6 @@ class TaskModule(L.LightningModule):
     def _update_metrics(self, stage: str, preds: Tensor, targets: Tensor, batch_size: int) -> None:
         """Feed the stage's metrics and log the objects: Lightning computes and resets them at epoch end."""
         on_step = stage == "train"
-        if on_step and not self._writes_train_logs():
-            return  # a training step's metric value is its own batch's: needed only on the rows Lightning writes
         for name, metric in (getattr(self, f"{stage}_metrics") or {}).items():
             if on_step:
                 metric(preds, targets)  # forward: the step's own value, logged like train/loss
@@ -259,13 +259,21 @@ class TaskModule(L.LightningModule):
         if self.confusion is not None and stage in self.confusion:
             self.confusion[stage].update(preds, targets)
 
-    def _writes_train_logs(self) -> bool:
-        """Whether Lightning writes this training step's logged values (a logging step, or the step budget's last)."""
+    def _train_values_read(self) -> bool:
+        """Whether anything reads this training step's logged values: the rows Lightning writes (every
+        log_every_n_steps, and the step budget's last), a progress bar, or callbacks at the epoch's end.
+
+        A step's values are its own batch's (loss, and metrics by their forward), so skipping the others leaves
+        metrics.csv and W&B as they were; a monitor of train/* at a mid-epoch validation sees the last written step.
+        """
         trainer = self._trainer
+        if trainer is None or trainer.progress_bar_callback is not None:
+            return True
+        epoch_loop = trainer.fit_loop.epoch_loop
         return (
-            trainer is None
-            or trainer._logger_connector.should_update_logs
+            trainer._logger_connector.should_update_logs
             or 0 < trainer.max_steps <= trainer.global_step + 1
+            or epoch_loop.batch_progress.is_last_batch
         )
 
     def on_validation_epoch_end(self) -> None:
