@@ -18,6 +18,7 @@ MFU is model training FLOPs/s over the best matmul FLOP/s this script measures f
     python scripts/bench.py --families gpt --dtypes fp32 --rounds 9 --markdown
     python scripts/bench.py --families t5 --profile          # top ops of slow cells, ours vs HF
     python scripts/bench.py --generation --markdown          # KV-cache generation instead (bench_generation.py)
+    python scripts/bench.py --tasks [TASK ...]               # tasks end to end under fit vs bare (bench_tasks.py)
 """
 
 from __future__ import annotations
@@ -217,6 +218,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="time generation against HF instead; other flags: scripts/bench_generation.py --help",
     )
+    p.add_argument(
+        "--tasks",
+        nargs="*",
+        help="time every task (or those named) under fit against its bare step; flags: scripts/bench_tasks.py --help",
+    )
     args = p.parse_args(argv)
     args.device = torch.device(args.device)
     return args
@@ -257,10 +263,15 @@ def measure_peaks(args: argparse.Namespace) -> dict[str, dict[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Benchmark every requested family in every requested dtype and print the table."""
+    """Benchmark every requested family in every requested dtype and print the table (or --generation, --tasks)."""
     argv = sys.argv[1:] if argv is None else argv
     if "--generation" in argv:
         bench_generation.main([a for a in argv if a != "--generation"])
+        return
+    if "--tasks" in argv:  # every task end to end under `fit` against its bare step: scripts/bench_tasks.py
+        import bench_tasks
+
+        bench_tasks.main(argv)
         return
     args = parse_args(argv)
     torch.set_num_threads(args.threads)

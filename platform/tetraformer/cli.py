@@ -38,6 +38,8 @@ from tetraformer.training.strategies import platform_strategy
 
 log = logging.getLogger(__name__)
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
+PEAK_HELP = ("the peak MFU is taken against: auto (default: a matmul timed at train start), one device's TFLOP/s "
+             "(e.g. 989: H100 bf16 dense), or null (no train/mfu)")  # fmt: skip
 DESCRIPTION = """Train and use Transformers from one core.
 
 Lightning subcommands: fit, validate, test, predict (each takes -c CONFIG and --section.key=value).
@@ -66,6 +68,9 @@ class TetraformerCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Add the `run` section: W&B identity, checkpoint metric, early stopping, predictions file."""
         parser.add_class_arguments(RunConfig, "run")
+        for action in parser._actions:  # jsonargparse reads no help from the dataclass' comments
+            if action.dest == "run.peak_tflops":
+                action.help = PEAK_HELP
         parser.add_argument(
             "--predictions", default=None, help="predict: JSONL output (default RUN_DIR/predictions.jsonl)"
         )
@@ -105,6 +110,9 @@ class TetraformerCLI(LightningCLI):
             output = self._get(self.config_init, "predictions") or root / "predictions.jsonl"
             callbacks.append(JsonlPredictionWriter(output))
         kwargs["callbacks"] = callbacks
+        if trainer_cfg.get("enable_progress_bar") is None and not sys.stdout.isatty():
+            # unless asked, a bar only on a terminal: Lightning's default one redraws and reads the loss every step
+            kwargs["enable_progress_bar"] = False
         trainer = super().instantiate_trainer(**kwargs)
         guard_ranks(trainer, run.collective_timeout_s)
         return trainer

@@ -35,6 +35,8 @@ class ImageClassification(LabelledTask, TaskModule):
     init_from, label_smoothing) pass through `**kwargs`.
     """
 
+    token_unit = "patch tokens ([CLS] + patches per image)"  # samples/s are images/s
+
     def __init__(
         self, pooling: ImagePooling = "cls", top_k: int = 5, attention_images: int = 4, **kwargs: Any
     ) -> None:

@@ -10,6 +10,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from tasks.masked_lm.model import build_bert
 from tetraformer.core import TransformerConfig
+from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.data import IGNORE_INDEX
 from tetraformer.training.module import TaskModule
 
@@ -90,3 +91,15 @@ class MaskedLanguageModeling(TaskModule):
     def batch_tokens(self, batch: dict[str, Tensor]) -> int:
         """Real (unpadded) tokens fed to the encoder."""
         return int(batch["attention_mask"].sum())
+
+    def flop_costs(self, net: nn.Module) -> dict[str, TokenCost]:
+        """Every token passes the encoder (and the NSP head, counted per token: it is small); only masked ones the head."""
+        return {"encoder": token_cost(net, exclude=("head",)), "head": token_cost(net.head)}
+
+    def batch_flops(self, batch: dict[str, Tensor], costs: dict[str, TokenCost]) -> float:
+        """Real tokens through the encoder over their mean row length; masked tokens through the vocabulary head."""
+        tokens = self.batch_tokens(batch)
+        masked = int((batch["labels"] != IGNORE_INDEX).sum())
+        return costs["encoder"].flops(tokens, tokens / batch["input_ids"].shape[0]) + costs["head"].flops(
+            masked, 0
+        )

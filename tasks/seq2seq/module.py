@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from tasks.seq2seq.model import build_seq2seq
 from tetraformer.core import TransformerConfig
+from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.training.generation_metrics import generation_metrics
 from tetraformer.training.loggers import wandb_logger
 from tetraformer.training.module import TaskModule
@@ -34,6 +35,7 @@ class Seq2Seq(TaskModule):
     """
 
     hf_architectures = ("T5ForConditionalGeneration",)
+    token_unit = "source + target tokens"
 
     def __init__(
         self,
@@ -90,6 +92,16 @@ class Seq2Seq(TaskModule):
     def batch_tokens(self, batch: dict[str, Tensor]) -> int:
         """Real source and target tokens."""
         return int(batch["attention_mask"].sum() + batch["decoder_attention_mask"].sum())
+
+    def flop_costs(self, net: nn.Module) -> dict[str, TokenCost]:
+        """A source token passes the encoder; a target token the decoder (its cross-attention too) and the LM head."""
+        return {"source": token_cost(net, exclude=("decoder", "lm_head")), "target": token_cost(net, exclude=("encoder",))}
+
+    def batch_flops(self, batch: dict[str, Tensor], costs: dict[str, TokenCost]) -> float:
+        """Source tokens through the encoder, target tokens through the decoder over the source (mean lengths)."""
+        rows = batch["input_ids"].shape[0]
+        source, target = int(batch["attention_mask"].sum()), int(batch["decoder_attention_mask"].sum())
+        return costs["source"].flops(source, source / rows) + costs["target"].flops(target, target / rows, source / rows)
 
     # --- generation metrics --------------------------------------------------------------------------
     def on_fit_start(self) -> None:

@@ -18,6 +18,7 @@ from tetraformer.core import (
     count_params,
     flops_per_token,
 )
+from tetraformer.core.accounting import token_cost
 
 Config = Callable[..., TransformerConfig]
 
@@ -91,3 +92,27 @@ def test_flops_per_token_counts_gated_ffn_and_backbone_alone(tiny_config: Config
     layer = d * 3 * d + d * d + d * 2 * f + f * d
     assert flops_per_token(model, 8) == 6 * (layers * layer + v * d) + 12 * layers * d * 8
     assert flops_per_token(TextEncoder(model.cfg), 8) == 6 * layers * layer + 12 * layers * d * 8
+
+
+def test_token_cost_splits_an_encoder_decoder_by_the_tokens_each_side_sees(tiny_config: Config) -> None:
+    """A source token pays the encoder's weights and scores; a target token the decoder's, its LM head and the
+    cross-attention scores over the source; the two sides' weights add up to the whole model's."""
+    d, inner = 32, 32
+    model = Seq2SeqLM(tiny_config(n_decoder_layers=1))
+    source = token_cost(model, exclude=("decoder", "lm_head"))
+    target = token_cost(model, exclude=("encoder",))
+    assert source.weights + target.weights == token_cost(model).weights
+    assert (source.scores, source.cross) == (12 * 2 * inner, 0)  # 2 encoder layers, no cross-attention
+    assert (target.scores, target.cross) == (12 * 1 * inner, 12 * 1 * inner)
+    assert target.flops(10, 5, source_length=7) == 10 * (
+        target.weights + target.scores * 5 + target.cross * 7
+    )
+    assert source.weights == 6 * 2 * (4 * d * inner + 2 * d * 64)  # Q, K, V, O and the FFN of 2 layers
+
+
+def test_token_cost_counts_the_patch_projection(tiny_config: Config) -> None:
+    """A ViT's patchifying Conv2d is one matmul per patch: its weights count like a Linear's."""
+    model = ImageEncoder(tiny_config(image_size=32, patch_size=8, vocab_size=0))
+    conv = model.embed.proj.weight.numel()
+    linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+    assert token_cost(model).weights == 6 * (linear + conv)

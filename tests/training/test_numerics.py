@@ -82,12 +82,12 @@ def test_a_nan_in_any_accumulated_micro_batch_counts() -> None:
 
 
 def test_gradient_norm_is_the_norm_of_all_gradients() -> None:
-    """One norm over every parameter's gradient (as clipping computes it); None when nothing has a gradient."""
+    """One norm over the parameters' gradients (as clipping computes it); None when none has a gradient."""
     layer = torch.nn.Linear(3, 2)
-    assert gradient_norm(layer) is None
+    assert gradient_norm(layer.parameters()) is None
     layer(torch.ones(1, 3)).sum().backward()
     expected = torch.cat([p.grad.flatten() for p in layer.parameters()]).norm()
-    assert torch.allclose(gradient_norm(layer), expected)
+    assert torch.allclose(gradient_norm(layer.parameters()), expected)
 
 
 # --- through the CLI: a tiny language model whose loss turns NaN at step 7 (checkpoints at steps 5 and 10) ---------

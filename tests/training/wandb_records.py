@@ -46,3 +46,15 @@ def history_rows(run_file: Path) -> list[dict]:
                 }
             )
     return rows
+
+
+def summary_items(run_file: Path) -> dict:
+    """The run summary a .wandb file ends with: every summary update's {key: value}, later ones winning."""
+    summary: dict = {}
+    for payload in _payloads(run_file.read_bytes()):
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(payload)
+        if record.WhichOneof("record_type") == "summary":
+            for item in record.summary.update:
+                summary[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+    return summary

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from torch import nn
 
@@ -19,14 +20,36 @@ def count_params(model: nn.Module, exclude: Iterable[str] = ()) -> int:
     return sum(p.numel() for name, p in model.named_parameters() if not name.startswith(prefixes))
 
 
-def flops_per_token(model: nn.Module, seq_len: int) -> float:
-    """Training FLOPs per token (forward + backward) at sequence length T, after PaLM's Appendix B.
+@dataclass(frozen=True)
+class TokenCost:
+    """Training FLOPs (forward + backward) of one token through a model, split by what each part scales with."""
 
-    6 x the weights of every Linear (each applied once per token: Q/K/V, outputs, feed-forward, heads,
-    the output projection even when tied to the embedding) + 12 x layers x inner width x T for the
-    self-attention scores and their weighted sum. Cross-attention scores depend on the source length and
-    are left to the caller; embedding lookups and norms are not matmuls.
+    weights: float  # 6 x the matmul weights a token passes through
+    scores: float  # 12 x the self-attention inner widths: x the length the token attends over
+    cross: float  # 12 x the cross-attention inner widths: x the source length
+
+    def flops(self, tokens: float, length: float, source_length: float = 0.0) -> float:
+        """FLOPs of `tokens` tokens attending over `length` positions (and `source_length` source positions)."""
+        return tokens * (self.weights + self.scores * length + self.cross * source_length)
+
+
+def token_cost(model: nn.Module, exclude: Iterable[str] = ()) -> TokenCost:
+    """Per-token training cost of a model, leaving out the named submodules, after PaLM's Appendix B.
+
+    6 x the weights of every Linear (each applied once per token: Q/K/V, outputs, feed-forward, heads, the
+    output projection even when tied to the embedding) and of every patchifying Conv2d (one matmul per patch);
+    12 x layers x inner width per attended position, for the attention scores and their weighted sum.
+    Embedding lookups and norms are not matmuls.
     """
-    matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
-    attention = sum(m.inner for m in model.modules() if isinstance(m, Attention) and not m.cross)
-    return 6.0 * matmul + 12.0 * attention * seq_len
+    prefixes = tuple(f"{name}." for name in exclude)
+    kept = [m for name, m in model.named_modules() if not f"{name}.".startswith(prefixes)]
+    matmul = sum(m.weight.numel() for m in kept if isinstance(m, nn.Linear | nn.Conv2d))
+    attention = [m for m in kept if isinstance(m, Attention)]
+    self_inner = sum(m.inner for m in attention if not m.cross)
+    cross_inner = sum(m.inner for m in attention if m.cross)
+    return TokenCost(6.0 * matmul, 12.0 * self_inner, 12.0 * cross_inner)
+
+
+def flops_per_token(model: nn.Module, seq_len: int) -> float:
+    """Training FLOPs per token at sequence length T (token_cost; cross-attention scores are left to the caller)."""
+    return token_cost(model).flops(1, seq_len)

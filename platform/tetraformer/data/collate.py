@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 MASKS = {"input_ids": "attention_mask", "decoder_input_ids": "decoder_attention_mask"}  # ids -> its mask
 IGNORE_INDEX = -100  # label value the losses and metrics skip
@@ -41,33 +42,45 @@ class PaddingCollator:
         batch: dict[str, Any] = {}
         for key in rows[0]:
             values = [row[key] for row in rows]
-            if key in self.pad_values and all(_is_sequence(v) for v in values):
-                batch[key] = self.pad([torch.as_tensor(v) for v in values], self.pad_values[key])
+            sequences = _as_sequences(values) if key in self.pad_values else None
+            if sequences is not None:
+                batch[key] = self.pad(sequences, self.pad_values[key])
                 if key in MASKS and MASKS[key] not in rows[0]:
-                    batch[MASKS[key]] = self.pad(
-                        [torch.ones(len(v), dtype=torch.bool) for v in values], False
-                    )
+                    batch[MASKS[key]] = self.mask([len(s) for s in sequences], batch[key].shape[1])
             else:
                 batch[key] = _stack(values)
         return batch
 
     def pad(self, sequences: list[torch.Tensor], value: int | bool) -> torch.Tensor:
         """(B, T_max) tensor of 1-D sequences, padded on the collator's side with `value`."""
-        longest = max(len(s) for s in sequences)
-        out = torch.full((len(sequences), longest), value, dtype=sequences[0].dtype)  # (B, T)
-        for i, seq in enumerate(sequences):
-            if self.side == "right":
-                out[i, : len(seq)] = seq
-            else:
-                out[i, longest - len(seq) :] = seq
-        return out
+        return pad_sequence(
+            sequences, batch_first=True, padding_value=value, padding_side=self.side
+        )  # (B, T)
+
+    def mask(self, lengths: list[int], longest: int) -> torch.Tensor:
+        """(B, T_max) boolean mask of the real positions of rows of these lengths, padded on the collator's side."""
+        positions = torch.arange(longest)  # (T,)
+        lengths_ = torch.tensor(lengths)[:, None]  # (B, 1)
+        return positions < lengths_ if self.side == "right" else positions >= longest - lengths_
 
 
-def _is_sequence(value: Any) -> bool:
-    """A 1-D tensor or a flat list/tuple of numbers."""
-    if isinstance(value, torch.Tensor):
-        return value.dim() == 1
-    return isinstance(value, list | tuple) and all(isinstance(v, numbers.Number) for v in value)
+def _as_sequences(values: list[Any]) -> list[torch.Tensor] | None:
+    """The values as 1-D tensors when every one is a 1-D tensor or a flat list/tuple of numbers, else None.
+
+    Lists go through torch.as_tensor (one C loop each), which refuses strings and makes nested lists 2-D.
+    """
+    out = []
+    for value in values:
+        if isinstance(value, list | tuple):
+            try:
+                value = torch.as_tensor(value)
+            except (TypeError, ValueError, RuntimeError):
+                return None
+        if not isinstance(value, torch.Tensor) or value.dim() != 1:
+            return None
+        out.append(value)
+    dtype = next((t.dtype for t in out if len(t)), out[0].dtype)  # an empty list reads as float
+    return [t.to(dtype) for t in out]
 
 
 def _stack(values: list[Any]) -> Any:

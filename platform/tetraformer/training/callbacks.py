@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import lightning as L
-import torch
 from lightning.pytorch.callbacks import (
     BasePredictionWriter,
     Callback,
@@ -22,89 +20,17 @@ from lightning.pytorch.callbacks import (
     Timer,
 )
 
-from tetraformer.core.accounting import flops_per_token
 from tetraformer.errors import TetraformerError
 from tetraformer.training.loggers import RunConfig, wandb_logger
 from tetraformer.training.numerics import NonFiniteGuard
-from tetraformer.training.peak import measured_peak_tflops, precision_dtype
 from tetraformer.training.periodic_checkpoint import PeriodicCheckpoint, last_ckpt
 from tetraformer.training.preemption import Preemption
 from tetraformer.training.resume import RandomState
 from tetraformer.training.strategies import forward_needs_every_rank, gathered_weights
 from tetraformer.training.text_generation import GenerativeTask
+from tetraformer.training.throughput import Throughput
 
 log = logging.getLogger(__name__)
-
-
-class Throughput(Callback):
-    """Logs train/tokens_per_s over each logging interval, train/mfu when the device peak is known, and
-    time/elapsed_s (wall seconds since fit start) with each validation, to plot metrics against wall-clock time.
-
-    `tokens_seen` (all ranks, kept in checkpoints so it counts over resumes) is the run's training tokens.
-    """
-
-    def __init__(self, peak_tflops: float | Literal["auto"] | None = None) -> None:
-        self.peak_tflops = peak_tflops  # "auto": measured on the run's device at train start
-        self.peak_flops = peak_tflops * 1e12 if isinstance(peak_tflops, float | int) else None
-        self.tokens, self.start = 0, None
-        self.flops_per_token = 0.0
-        self.fit_start: float | None = None
-        self.tokens_seen = 0
-
-    def state_dict(self) -> dict[str, Any]:
-        """The run's training tokens so far, saved in checkpoints."""
-        return {"tokens_seen": self.tokens_seen}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Continue the token count of the run a checkpoint resumes."""
-        self.tokens_seen = state_dict.get("tokens_seen", 0)
-
-    def on_fit_start(self, trainer: L.Trainer, pl_module: Any) -> None:
-        """Start the wall clock that time/elapsed_s reads."""
-        self.fit_start = time.perf_counter()
-
-    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: Any) -> None:
-        """Log the wall seconds since fit start (and CUDA's peak allocated memory) on the validation's row."""
-        if self.fit_start is None or trainer.sanity_checking:
-            return
-        pl_module.log("time/elapsed_s", time.perf_counter() - self.fit_start, on_step=False, on_epoch=True)
-        if pl_module.device.type == "cuda":
-            peak_mb = torch.cuda.max_memory_allocated(pl_module.device) / 2**20
-            pl_module.log("system/cuda_max_allocated_mb", peak_mb, on_step=False, on_epoch=True)
-
-    def on_train_start(self, trainer: L.Trainer, pl_module: Any) -> None:
-        """Count the model's training FLOPs per token once, on a meta-device twin (unaffected by sharding); measure
-        the device's matmul peak in the run's precision when asked to (`auto`)."""
-        if self.peak_tflops == "auto" and self.peak_flops is None:
-            dtype = precision_dtype(trainer.precision)
-            self.peak_flops = measured_peak_tflops(pl_module.device, dtype) * 1e12
-        if self.peak_flops and not self.flops_per_token:
-            cfg = pl_module.net.cfg
-            with torch.device("meta"):
-                twin = pl_module.make_network(cfg)
-            self.flops_per_token = flops_per_token(twin, cfg.max_len)
-
-    def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        """Start the clock on the first batch of an interval."""
-        if self.start is None:
-            self.start = time.perf_counter()
-
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        """Count this batch's tokens; log the rate on the rows Lightning writes (every N steps, the final one)."""
-        tokens = pl_module.batch_tokens(batch) * trainer.world_size
-        self.tokens += tokens
-        self.tokens_seen += tokens
-        if trainer._logger_connector.should_update_logs and self.start is not None:
-            elapsed = time.perf_counter() - self.start
-            if elapsed > 0 and self.tokens:
-                rate = self.tokens / elapsed
-                pl_module.log("train/tokens_per_s", rate, on_step=True, on_epoch=False)
-                if self.peak_flops:
-                    flops = rate * self.flops_per_token / trainer.world_size
-                    pl_module.log("train/mfu", flops / self.peak_flops, on_step=True, on_epoch=False)
-            self.tokens, self.start = 0, None
 
 
 class SamplesTable(Callback):

@@ -27,8 +27,8 @@ class RunConfig:
     monitor_mode: Literal["min", "max"] = "min"
     early_stopping_patience: int | None = None  # validations without improvement before stopping
     samples: bool = True  # log a table of qualitative samples at each validation
-    # one device's peak (e.g. 989 for H100 bf16 dense), or auto (a matmul timed at start): enables train/mfu
-    peak_tflops: float | Literal["auto"] | None = None
+    # MFU's peak: auto (a matmul timed at train start), one device's TFLOP/s (e.g. 989: H100 bf16 dense), or null (no MFU)
+    peak_tflops: float | Literal["auto"] | None = "auto"
     max_tokens: int | None = None  # stop training after this many training tokens (or images)
     on_nonfinite: Literal["stop", "skip"] = "stop"  # a NaN/inf loss or gradient norm: stop the run, or skip the batch
     collective_timeout_s: float = 600.0  # a distributed collective waiting longer than this ends the job

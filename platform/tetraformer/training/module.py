@@ -10,6 +10,7 @@ from lightning.pytorch.loggers import WandbLogger
 from torch import Tensor, nn
 from torchmetrics import Metric
 
+from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.core.config import TransformerConfig
 from tetraformer.errors import TetraformerError
 from tetraformer.payload import PAYLOAD_KEY, make_payload, plain, tokenizer_from_state
@@ -19,6 +20,7 @@ from tetraformer.training.loggers import wandb_logger
 from tetraformer.training.metrics import REPORT_STAGES, confusion_metric, stage_copies
 from tetraformer.training.optim import OptimizerConfig, build_optimizer
 from tetraformer.training.reports import write_reports
+from tetraformer.training.throughput import batch_rows
 
 log = logging.getLogger(__name__)
 FINE_TUNING_FIELDS = (
@@ -46,6 +48,7 @@ class TaskModule(L.LightningModule):
 
     # Hugging Face architectures this task serves: `convert from-hf` stores it as their checkpoints' task
     hf_architectures: tuple[str, ...] = ()
+    token_unit = "tokens"  # what `batch_tokens` counts, as the run's throughput summary names it
 
     def __init__(
         self,
@@ -95,6 +98,16 @@ class TaskModule(L.LightningModule):
     def batch_tokens(self, batch: dict[str, Tensor]) -> int:
         """Number of input tokens (or patches) in a batch, for throughput."""
         return 0
+
+    def flop_costs(self, net: nn.Module) -> dict[str, TokenCost]:
+        """Per-token training costs of the network's parts (counted once, on a meta-device twin): all of it."""
+        return {"tokens": token_cost(net)}
+
+    def batch_flops(self, batch: dict[str, Tensor], costs: dict[str, TokenCost]) -> float:
+        """Training FLOPs of a batch: its `batch_tokens` through the whole network, attending over their mean
+        row length (padding is not useful work). Tasks whose parts see different tokens override this."""
+        tokens = self.batch_tokens(batch)
+        return costs["tokens"].flops(tokens, tokens / batch_rows(batch))
 
     def task_state(self) -> dict[str, Any]:
         """Task settings a checkpoint must carry; plain data only.
@@ -196,7 +209,9 @@ class TaskModule(L.LightningModule):
         out = self.compute(batch, stage)
         preds, targets = out.pop("preds", None), out.pop("targets", None)
         on_step = stage == "train"
-        batch_size = next(iter(batch.values())).shape[0]
+        if on_step and not self._train_values_read():  # Lightning's self.log costs 1-5 ms a call on CPU
+            return out["loss"]
+        batch_size = batch_rows(batch)
         for name, value in out.items():
             self.log(f"{stage}/{name}", value, on_step=on_step, on_epoch=not on_step, prog_bar=name == "loss",
                      batch_size=batch_size, sync_dist=not on_step)  # fmt: skip
@@ -243,6 +258,23 @@ class TaskModule(L.LightningModule):
                      metric_attribute=f"{stage}_metrics.{name}")  # fmt: skip
         if self.confusion is not None and stage in self.confusion:
             self.confusion[stage].update(preds, targets)
+
+    def _train_values_read(self) -> bool:
+        """Whether anything reads this training step's logged values: the rows Lightning writes (every
+        log_every_n_steps, and the step budget's last), a progress bar, or callbacks at the epoch's end.
+
+        A step's values are its own batch's (loss, and metrics by their forward), so skipping the others leaves
+        metrics.csv and W&B as they were; a monitor of train/* at a mid-epoch validation sees the last written step.
+        """
+        trainer = self._trainer
+        if trainer is None or trainer.progress_bar_callback is not None:
+            return True
+        epoch_loop = trainer.fit_loop.epoch_loop
+        return (
+            trainer._logger_connector.should_update_logs
+            or 0 < trainer.max_steps <= trainer.global_step + 1
+            or epoch_loop.batch_progress.is_last_batch
+        )
 
     def on_validation_epoch_end(self) -> None:
         """Per-class reports of the validation epoch."""

@@ -8,6 +8,7 @@ the learning rate; `skip` drops the batch's gradients so the optimizer leaves we
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,7 +60,8 @@ class NonFiniteGuard(Callback):
     ) -> None:
         """Stop, or drop the gradients, when any rank's loss or gradient norm is not finite."""
         loss, self._loss = self._loss, None
-        norm = None if gradient_scaler_active(trainer) else gradient_norm(pl_module)
+        params = (p for group in optimizer.param_groups for p in group["params"])  # no walk over the modules
+        norm = None if gradient_scaler_active(trainer) else gradient_norm(params)
         finite = torch.ones((), dtype=torch.bool, device=pl_module.device)
         if loss is not None:
             finite &= torch.isfinite(loss)
@@ -90,9 +92,9 @@ def gradient_scaler_active(trainer: L.Trainer) -> bool:
     return getattr(trainer.precision_plugin, "scaler", None) is not None
 
 
-def gradient_norm(module: torch.nn.Module) -> Tensor | None:
-    """The L2 norm of all gradients (foreach kernels, no host sync), or None when there are none."""
-    grads = [p.grad for p in module.parameters() if p.grad is not None]
+def gradient_norm(params: Iterable[Tensor]) -> Tensor | None:
+    """The L2 norm of the parameters' gradients (foreach kernels, no host sync), or None when there are none."""
+    grads = [p.grad for p in params if p.grad is not None]
     return get_total_norm(grads) if grads else None
 
 
