@@ -34,7 +34,8 @@ CANDIDATES: dict[str, tuple[str, ...]] = {p: tuple(dict.fromkeys((NATURAL[p], "c
 MODES = ("auto", "natural", "transposed")  # TETRAFORMER_BF16_LAYOUT: time them, or force one
 PRUNE = 3.0  # a candidate whose first call is this many times the best so far is not timed further
 MARGIN = 1.1  # a candidate must beat the default (natural layout) by this factor: copies and noise cost too
-CALLS = 5  # calls per candidate: the first warms oneDNN's primitive cache, the fastest of the rest counts
+CALLS = 5  # timed runs per candidate (after one untimed warm-up call); the fastest counts
+CHUNK_S = 2e-4  # a timed run repeats calls shorter than this, so clock resolution and jitter do not decide
 
 Shape = tuple[int, int, int]  # (M, N, K) of a Linear: M rows of N inputs, K outputs
 Timer = Callable[[str, str, Callable[[], object], float], float]  # (key, candidate, its call, best so far) -> s
@@ -59,15 +60,19 @@ def operands(product: str, shape: Shape, dtype: torch.dtype = torch.bfloat16) ->
 
 
 def time_call(key: str, name: str, call: Callable[[], object], best: float) -> float:
-    """Seconds of call's fastest timed run (the first warms caches); 1 run only when it is far behind `best`."""
-    times = []
+    """Seconds per call: the fastest of CALLS timed runs after an untimed warm-up (oneDNN builds its kernel on
+    the first call), each run repeating a tiny call until it lasts CHUNK_S; one run only when far behind `best`."""
+    call()
+    reps, times = 1, []
     for _ in range(CALLS):
         start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
+        for _ in range(reps):
+            call()
+        times.append((time.perf_counter() - start) / reps)
         if times[0] > PRUNE * best:
             break
-    return min(times[1:] or times)
+        reps = max(reps, min(1000, int(CHUNK_S / max(times[0], 1e-9))))
+    return min(times)
 
 
 def layout_calls(product: str, shape: Shape) -> dict[str, Callable[[], Tensor]]:
