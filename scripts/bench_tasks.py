@@ -152,8 +152,12 @@ def run_fit(config: Path, extra: list[str], quiet: bool) -> StepClock:
     from tetraformer.cli import main as cli_main
 
     sink = io.StringIO() if quiet else None
-    with contextlib.redirect_stderr(sink) if sink else contextlib.nullcontext():
-        cli_main(["fit", "-c", str(config), *extra])
+    try:
+        with contextlib.redirect_stderr(sink) if sink else contextlib.nullcontext():
+            cli_main(["fit", "-c", str(config), *extra])
+    except SystemExit as stop:  # the CLI's one-line `error:` (e.g. demo data not prepared) ends the bench
+        said = sink.getvalue().strip().splitlines()[-1:] if sink else []
+        raise SystemExit(f"{config}: fit exited with {stop.code}: {' '.join(said)}") from None
     logging.getLogger().setLevel(logging.WARNING)  # the CLI set INFO for the fit's own messages
     clock = importlib.import_module("bench_tasks").StepClock.last  # the CLI's import, not __main__'s
     if clock is None or len(clock.starts) <= clock.warmup + clock.steps:
