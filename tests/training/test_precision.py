@@ -43,3 +43,37 @@ def test_precision_fits_and_checkpoint_loads(fit: Callable[..., Path], accelerat
     ckpt = assert_usable_checkpoint(run)
     weight = ckpt["state_dict"]["net.embed.tokens.weight"]
     assert weight.dtype == WEIGHT_DTYPES.get(precision, torch.float32)
+
+
+MIXED = [pytest.param("cpu", "bf16-mixed", id="cpu-bf16-mixed")] + [
+    pytest.param("gpu", p, id=f"gpu-{p}", marks=pytest.mark.gpu) for p in ("bf16-mixed", "16-mixed")
+]
+
+
+@pytest.mark.parametrize(("accelerator", "precision"), MIXED)
+def test_mixed_precision_clips_gradients(
+    fit: Callable[..., Path], accelerator: str, precision: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--trainer.gradient_clip_val works under mixed precision: bf16 (no gradient scaler) keeps the fused AdamW,
+    which Lightning refuses to clip; 16-mixed clips unscaled gradients, so its AdamW is not fused."""
+    if accelerator == "gpu" and precision.startswith("bf16") and not torch.cuda.is_bf16_supported():
+        pytest.skip("this GPU has no bf16")
+    clipped: list[float] = []
+    fused: list[bool] = []
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def spy(parameters: object, max_norm: float, *args: object, **kwargs: object) -> torch.Tensor:
+        clipped.append(max_norm)
+        return clip(parameters, max_norm, *args, **kwargs)
+
+    step = torch.optim.AdamW.step
+
+    def step_spy(self: torch.optim.AdamW, *args: object, **kwargs: object) -> object:
+        fused.append(bool(self.defaults["fused"]))
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", spy)
+    monkeypatch.setattr(torch.optim.AdamW, "step", step_spy)
+    fit("--trainer.accelerator", accelerator, "--trainer.precision", precision, "--trainer.gradient_clip_val", "0.5")
+    assert clipped and set(clipped) == {0.5}
+    assert set(fused) == {precision.startswith("bf16")}

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
 import lightning as L
 from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.plugins.precision import MixedPrecision, Precision
+from lightning.pytorch.utilities import GradClipAlgorithmType
 from torch import Tensor, nn
+from torch.optim import Optimizer
 from torchmetrics import Metric
 
 from tetraformer.core.accounting import TokenCost, token_cost
@@ -189,8 +193,29 @@ class TaskModule(L.LightningModule):
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW (no decay on norms, biases, embeddings) with a per-step schedule."""
         total = int(self.trainer.estimated_stepping_batches) if self._trainer is not None else 1
-        optimizer, scheduler = build_optimizer(self.net, self.optim, total, self.net.cfg.d_model)
+        settings = self.optim
+        if settings.fused is None and self._scaled_clipping():
+            settings = dataclasses.replace(settings, fused=False)  # a fused step unscales inside: nothing to clip
+        optimizer, scheduler = build_optimizer(self.net, settings, total, self.net.cfg.d_model)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def _scaled_clipping(self) -> bool:
+        """Whether gradients are clipped under a gradient scaler (16-mixed)."""
+        trainer = self._trainer
+        plugin = trainer.precision_plugin if trainer is not None else None
+        return bool(trainer and trainer.gradient_clip_val) and getattr(plugin, "scaler", None) is not None
+
+    def configure_gradient_clipping(
+        self, optimizer: Optimizer, gradient_clip_val: float | None = None, gradient_clip_algorithm: str | None = None
+    ) -> None:
+        """Clip as Lightning does, except that a fused optimizer is clipped under bf16-mixed: Lightning refuses it
+        under every mixed precision, but without a gradient scaler there is nothing left to unscale."""
+        plugin = self.trainer.precision_plugin
+        if gradient_clip_val and isinstance(plugin, MixedPrecision) and plugin.scaler is None:
+            algorithm = GradClipAlgorithmType(gradient_clip_algorithm or "norm")
+            Precision.clip_gradients(plugin, optimizer, gradient_clip_val, algorithm)  # the base class: no refusal
+            return
+        super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         """One optimisation step's loss."""
