@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import bench_generation
 import torch
 from bench_models import BUILDERS, HF_ATTENTION, Batch, LossFn, Pair, check_params
-from bench_table import CLOCKS, format_rows, machine
+from bench_table import CLOCKS, add_clock_option, format_rows, machine
 from torch import nn
 
 from tetraformer.training.peak import measure_matmuls, synchronize
@@ -202,12 +202,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES))
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="CPU threads")
-    p.add_argument(
-        "--clock",
-        choices=list(CLOCKS),
-        default="wall",
-        help="wall seconds, or this process's CPU seconds: steady on a busy machine with --threads 1",
-    )
+    add_clock_option(p)
     p.add_argument("--markdown", action="store_true", help="print a README-ready markdown table")
     p.add_argument(
         "--profile", action="store_true", help=f"profile ours vs HF where the ratio is below {SLOW}"

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 import transformers
 from bench_models import HF_ATTENTION, SHAPE, VOCAB, seeded
-from bench_table import CLOCKS, format_rows, machine
+from bench_table import CLOCKS, add_clock_option, format_rows, machine
 from torch import Tensor, nn
 
 from tetraformer.core import GenerationConfig, generate
@@ -218,12 +218,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="CPU threads (default 1: a decoding step is a chain of small ops, and on a shared machine a busy "
         f"neighbour stalls multi-threaded ones for whole seconds; this machine has {len(os.sched_getaffinity(0))})",
     )
-    p.add_argument(
-        "--clock",
-        choices=list(CLOCKS),
-        default="wall",
-        help="wall time, or this process's CPU seconds (steadier ratios on a shared machine with one thread)",
-    )
+    add_clock_option(p)
     p.add_argument("--markdown", action="store_true", help="print a README-ready markdown table")
     return p.parse_args(argv)
 

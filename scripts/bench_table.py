@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import time
@@ -14,6 +15,16 @@ from tetraformer.core.matmul_layout import cpu_model
 
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}  # cpu: this process's CPU seconds
 ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")  # oneDNN's ISAs
+
+
+def add_clock_option(parser: argparse.ArgumentParser) -> None:
+    """--clock: wall seconds, or this process's CPU seconds (steadier ratios on a shared machine, one thread)."""
+    parser.add_argument(
+        "--clock",
+        choices=list(CLOCKS),
+        default="wall",
+        help="wall seconds, or this process's CPU seconds: steady on a busy machine with --threads 1",
+    )
 
 
 def format_rows(table: list[list[str]], markdown: bool, text_columns: int = 2) -> str:

@@ -75,14 +75,18 @@ def test_fit_logs_throughput_and_mfu(
     assert "measured peak" in caplog.text and "MFU" in caplog.text
 
 
-def test_wandb_summary_holds_the_means_and_the_peak(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An offline W&B run's summary gets the run's mean rates, MFU, the peak and where the peak came from."""
-    monkeypatch.setenv("WANDB_SILENT", "true")
+def lm_fit(tmp_path: Path, *options: str) -> None:
+    """A 3-step language-model fit into tmp_path/run, without validation, with more CLI options."""
     build, data = TASKS["language_modeling"]
     config = tmp_path / "fit.yaml"
     config.write_text(yaml.safe_dump(build(tmp_path / "run", **data(tmp_path))))
-    main(["fit", "-c", str(config), "--trainer.max_steps", "3", "--trainer.limit_val_batches", "0",
-          "--run.wandb", "offline", "--run.peak_tflops", "2.5"])  # fmt: skip
+    main(["fit", "-c", str(config), "--trainer.max_steps", "3", "--trainer.limit_val_batches", "0", *options])
+
+
+def test_wandb_summary_holds_the_means_and_the_peak(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An offline W&B run's summary gets the run's mean rates, MFU, the peak and where the peak came from."""
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    lm_fit(tmp_path, "--run.wandb", "offline", "--run.peak_tflops", "2.5")
     summary = summary_items(next((tmp_path / "run").glob("wandb/offline-run-*/run-*.wandb")))
     assert summary["train/peak_tflops"] == 2.5 and summary["train/peak_source"] == "configured"
     assert 0 < summary["train/mean_mfu"] < 1 and summary["train/mean_tokens_per_s"] > 0
@@ -91,11 +95,7 @@ def test_wandb_summary_holds_the_means_and_the_peak(tmp_path: Path, monkeypatch:
 def test_no_mfu_with_a_null_peak(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--run.peak_tflops null` turns MFU off; throughput is still logged."""
     monkeypatch.setenv("WANDB_SILENT", "true")
-    build, data = TASKS["language_modeling"]
-    config = tmp_path / "fit.yaml"
-    config.write_text(yaml.safe_dump(build(tmp_path / "run", **data(tmp_path))))
-    main(["fit", "-c", str(config), "--trainer.max_steps", "3", "--trainer.limit_val_batches", "0",
-          "--run.peak_tflops", "null"])  # fmt: skip
+    lm_fit(tmp_path, "--run.peak_tflops", "null")
     rows = metrics_rows(tmp_path / "run")
     assert any(r.get("train/tokens_per_s") for r in rows) and any(
         r.get("train/mean_tokens_per_s") for r in rows
