@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 test: lint
 	$(PY) -m pytest -q

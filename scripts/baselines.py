@@ -1,7 +1,7 @@
 """TF-IDF + linear SVM on a text-classification split: the baseline the transformers are compared with.
 
-    python scripts/prepare_data.py reuters
-    python scripts/baselines.py --train data/reuters/train.csv --test data/reuters/test.csv
+python scripts/prepare_data.py reuters
+python scripts/baselines.py --train data/reuters/train.csv --test data/reuters/test.csv
 """
 
 from __future__ import annotations
@@ -36,8 +36,10 @@ def main(argv: list[str] | None = None) -> None:
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
     model = LinearSVC(C=1.0).fit(vectorizer.fit_transform(train_x), train_y)
     predicted = model.predict(vectorizer.transform(test_x))
-    sys.stdout.write(f"TF-IDF + LinearSVC: accuracy {accuracy_score(test_y, predicted):.4f}  "
-                     f"macro-F1 {f1_score(test_y, predicted, average='macro'):.4f}\n")  # fmt: skip
+    sys.stdout.write(
+        f"TF-IDF + LinearSVC: accuracy {accuracy_score(test_y, predicted):.4f}  "
+        f"macro-F1 {f1_score(test_y, predicted, average='macro'):.4f}\n"
+    )
 
 
 if __name__ == "__main__":

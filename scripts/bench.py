@@ -64,9 +64,15 @@ class Result:
         ours, hf = self.items / self.ours_s, self.items / self.hf_s
         ours_mfu, hf_mfu = self.flops / self.ours_s / peak, self.flops / self.hf_s / peak
         return [
-            self.family, self.dtype, f"{rate(ours)} {self.unit}/s", f"{rate(hf)} {self.unit}/s",
-            f"{self.ratio:.2f}", f"{ours_mfu:.1%}", f"{hf_mfu:.1%}", str(self.rounds),
-        ]  # fmt: skip
+            self.family,
+            self.dtype,
+            f"{rate(ours)} {self.unit}/s",
+            f"{rate(hf)} {self.unit}/s",
+            f"{self.ratio:.2f}",
+            f"{ours_mfu:.1%}",
+            f"{hf_mfu:.1%}",
+            str(self.rounds),
+        ]
 
 
 def rate(per_s: float) -> str:
@@ -125,9 +131,16 @@ def bench(pair: Pair, steps: dict[str, Step], dtype_name: str, args: argparse.Na
             break  # slow cells (bf16 without native bf16 matmuls) get fewer rounds, never none
     ratio = statistics.median(hf / ours for ours, hf in zip(times["ours"], times["HF"], strict=True))
     return Result(
-        pair.family, dtype_name, pair.unit, pair.items_per_step, pair.flops_per_step, len(times["ours"]),
-        statistics.median(times["ours"]), statistics.median(times["HF"]), ratio,
-    )  # fmt: skip
+        pair.family,
+        dtype_name,
+        pair.unit,
+        pair.items_per_step,
+        pair.flops_per_step,
+        len(times["ours"]),
+        statistics.median(times["ours"]),
+        statistics.median(times["HF"]),
+        ratio,
+    )
 
 
 # --- profiling -------------------------------------------------------------------------------------
@@ -174,7 +187,8 @@ def describe(args: argparse.Namespace) -> str:
             f"HF attn_implementation={HF_ATTENTION!r}; both sides: AdamW {ADAMW}, same inputs and loss code",
             f"{args.warmup} warm-up step(s) per side, family and dtype; per dtype up to {args.rounds} interleaved "
             f"rounds of {args.steps} step(s), fewer once a cell's rounds pass {args.budget:.0f} s",
-            f"{args.clock} clock; throughput and MFU from median step times; ratio = median over rounds of HF's step time / ours",
+            f"{args.clock} clock; throughput and MFU from median step times; "
+            "ratio = median over rounds of HF's step time / ours",
         ]
     )
 
@@ -195,18 +209,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=1, help="timed steps per side in each round")
     p.add_argument("--rounds", type=int, default=7, help="interleaved ours/HF rounds; medians are reported")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps per side, family and dtype")
-    p.add_argument(
-        "--budget", type=float, default=30.0, help="seconds after which a cell stops adding rounds"
-    )
+    p.add_argument("--budget", type=float, default=30.0, help="seconds after which a cell stops adding rounds")
     p.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
     p.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES))
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="CPU threads")
     add_clock_option(p)
     p.add_argument("--markdown", action="store_true", help="print a README-ready markdown table")
-    p.add_argument(
-        "--profile", action="store_true", help=f"profile ours vs HF where the ratio is below {SLOW}"
-    )
+    p.add_argument("--profile", action="store_true", help=f"profile ours vs HF where the ratio is below {SLOW}")
     p.add_argument("--profile-top", type=int, default=12, help="ops listed per profile")
     p.add_argument(
         "--generation",

@@ -61,9 +61,14 @@ class Result:
         """Table cells."""
         tokens = self.batch * self.new_tokens
         return [
-            self.model, self.search, str(self.batch), f"{tokens / self.ours_s:,.0f}",
-            f"{tokens / self.hf_s:,.0f}", f"{self.ratio:.2f}", "yes" if self.equal else "no",
-        ]  # fmt: skip
+            self.model,
+            self.search,
+            str(self.batch),
+            f"{tokens / self.ours_s:,.0f}",
+            f"{tokens / self.hf_s:,.0f}",
+            f"{self.ratio:.2f}",
+            "yes" if self.equal else "no",
+        ]
 
 
 # --- models ----------------------------------------------------------------------------------------
@@ -74,14 +79,25 @@ def hf_config(model: str, max_len: int) -> transformers.PreTrainedConfig:
     special = dict(bos_token_id=None, eos_token_id=None, pad_token_id=PAD)
     if model == "gpt2":
         return transformers.GPT2Config(
-            n_embd=SHAPE["d_model"], n_layer=SHAPE["n_layers"], n_head=SHAPE["n_heads"],
-            n_inner=SHAPE["d_ff"], vocab_size=VOCAB, n_positions=max_len, **special,
-        )  # fmt: skip
+            n_embd=SHAPE["d_model"],
+            n_layer=SHAPE["n_layers"],
+            n_head=SHAPE["n_heads"],
+            n_inner=SHAPE["d_ff"],
+            vocab_size=VOCAB,
+            n_positions=max_len,
+            **special,
+        )
     return transformers.T5Config(
-        d_model=SHAPE["d_model"], d_kv=SHAPE["d_model"] // SHAPE["n_heads"], d_ff=SHAPE["d_ff"],
-        num_layers=SHAPE["n_layers"], num_heads=SHAPE["n_heads"], vocab_size=VOCAB,
-        feed_forward_proj="relu", decoder_start_token_id=PAD, **special,
-    )  # fmt: skip
+        d_model=SHAPE["d_model"],
+        d_kv=SHAPE["d_model"] // SHAPE["n_heads"],
+        d_ff=SHAPE["d_ff"],
+        num_layers=SHAPE["n_layers"],
+        num_heads=SHAPE["n_heads"],
+        vocab_size=VOCAB,
+        feed_forward_proj="relu",
+        decoder_start_token_id=PAD,
+        **special,
+    )
 
 
 def build(model: str, max_len: int) -> tuple[nn.Module, nn.Module]:
@@ -120,10 +136,16 @@ def ours_call(model: nn.Module, ids: Tensor, beams: int, new_tokens: int) -> Gen
 def hf_call(model: nn.Module, ids: Tensor, beams: int, new_tokens: int) -> Generate:
     """transformers' generate with the same search; returns only the new tokens (no prompt, no start token)."""
     kwargs = dict(
-        input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, num_beams=beams,
-        max_new_tokens=new_tokens, min_new_tokens=new_tokens, length_penalty=1.0, early_stopping=False,
+        input_ids=ids,
+        attention_mask=torch.ones_like(ids),
+        do_sample=False,
+        num_beams=beams,
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        length_penalty=1.0,
+        early_stopping=False,
         use_cache=True,
-    )  # fmt: skip
+    )
     skip = 1 if model.config.is_encoder_decoder else ids.shape[1]
     return lambda: model.generate(**kwargs)[:, skip:]
 
@@ -140,9 +162,7 @@ def seconds(call: Generate, clock: str = "wall") -> tuple[float, Tensor]:
     return now() - start, out
 
 
-def bench(
-    model: str, search: str, batch: int, pair: tuple[nn.Module, nn.Module], args: argparse.Namespace
-) -> Result:
+def bench(model: str, search: str, batch: int, pair: tuple[nn.Module, nn.Module], args: argparse.Namespace) -> Result:
     """Warm up, then interleave rounds of ours and HF; medians of times and of paired ratios."""
     ids, beams = prompts(batch, args.prompt_len), SEARCHES[search]
     calls = {
@@ -160,9 +180,16 @@ def bench(
         raise AssertionError(f"{model} greedy batch {batch}: our tokens differ from transformers'")
     ratio = statistics.median(hf / ours for ours, hf in zip(times["ours"], times["HF"], strict=True))
     return Result(
-        model, search, batch, args.new_tokens, args.rounds,
-        statistics.median(times["ours"]), statistics.median(times["HF"]), ratio, equal,
-    )  # fmt: skip
+        model,
+        search,
+        batch,
+        args.new_tokens,
+        args.rounds,
+        statistics.median(times["ours"]),
+        statistics.median(times["HF"]),
+        ratio,
+        equal,
+    )
 
 
 def run(args: argparse.Namespace) -> list[Result]:

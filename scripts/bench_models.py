@@ -92,10 +92,16 @@ def bert_pair() -> Pair:
     )
     ours = seeded(lambda: SequenceClassifier(TextEncoder(cfg), num_classes=2, pooler=True))
     hf_cfg = BertConfig(
-        vocab_size=VOCAB, hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers,
-        num_attention_heads=cfg.n_heads, intermediate_size=cfg.d_ff, max_position_embeddings=SEQ_LEN,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=2,
-    )  # fmt: skip
+        vocab_size=VOCAB,
+        hidden_size=cfg.d_model,
+        num_hidden_layers=cfg.n_layers,
+        num_attention_heads=cfg.n_heads,
+        intermediate_size=cfg.d_ff,
+        max_position_embeddings=SEQ_LEN,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        num_labels=2,
+    )
     hf = hf_model(BertForSequenceClassification, hf_cfg)
 
     def ours_loss(m: nn.Module, b: Batch) -> Tensor:
@@ -113,15 +119,21 @@ def bert_pair() -> Pair:
 
 def gpt_pair() -> Pair:
     """GPT-2-style causal LM with a tied head, next-token loss."""
-    cfg = TransformerConfig.preset(
-        "gpt2", **SHAPE, vocab_size=VOCAB, max_len=SEQ_LEN, dropout=0.0, attn_dropout=0.0
-    )
+    cfg = TransformerConfig.preset("gpt2", **SHAPE, vocab_size=VOCAB, max_len=SEQ_LEN, dropout=0.0, attn_dropout=0.0)
     ours = seeded(lambda: CausalLM(cfg))
     hf_cfg = GPT2Config(
-        n_embd=cfg.d_model, n_layer=cfg.n_layers, n_head=cfg.n_heads, n_inner=cfg.d_ff,
-        vocab_size=VOCAB, n_positions=SEQ_LEN, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-        bos_token_id=0, eos_token_id=0,
-    )  # fmt: skip
+        n_embd=cfg.d_model,
+        n_layer=cfg.n_layers,
+        n_head=cfg.n_heads,
+        n_inner=cfg.d_ff,
+        vocab_size=VOCAB,
+        n_positions=SEQ_LEN,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     hf = hf_model(GPT2LMHeadModel, hf_cfg)
     ids = text_batch()["input_ids"]  # no padding mask: the plain causal path on both sides
     # labels shifted left rather than logits sliced, which would copy the (B, T, V) logits
@@ -135,9 +147,7 @@ def gpt_pair() -> Pair:
         return token_loss(m(input_ids=b["input_ids"]).logits, b["labels"])
 
     tokens = TEXT_BATCH * SEQ_LEN
-    return Pair(
-        "gpt", ours, hf, batch, ours_loss, hf_loss, flops_per_token(ours, SEQ_LEN) * tokens, tokens, "tok"
-    )
+    return Pair("gpt", ours, hf, batch, ours_loss, hf_loss, flops_per_token(ours, SEQ_LEN) * tokens, tokens, "tok")
 
 
 def t5_pair() -> Pair:
@@ -147,10 +157,17 @@ def t5_pair() -> Pair:
     )
     ours = seeded(lambda: Seq2SeqLM(cfg))
     hf_cfg = T5Config(
-        d_model=cfg.d_model, d_kv=cfg.head_dim, d_ff=cfg.d_ff, num_layers=cfg.n_layers,
-        num_decoder_layers=cfg.n_decoder_layers, num_heads=cfg.n_heads, vocab_size=VOCAB,
-        dropout_rate=0.0, feed_forward_proj="relu", tie_word_embeddings=True,
-    )  # fmt: skip
+        d_model=cfg.d_model,
+        d_kv=cfg.head_dim,
+        d_ff=cfg.d_ff,
+        num_layers=cfg.n_layers,
+        num_decoder_layers=cfg.n_decoder_layers,
+        num_heads=cfg.n_heads,
+        vocab_size=VOCAB,
+        dropout_rate=0.0,
+        feed_forward_proj="relu",
+        tie_word_embeddings=True,
+    )
     hf = hf_model(T5ForConditionalGeneration, hf_cfg)
     batch = text_batch()
     gen = torch.Generator().manual_seed(2)
@@ -181,10 +198,17 @@ def vit_pair() -> Pair:
     cfg = TransformerConfig.preset("vit-b/16", **SHAPE, image_size=32, patch_size=4, n_channels=3)
     ours = seeded(lambda: SequenceClassifier(ImageEncoder(cfg), 10))
     hf_cfg = ViTConfig(
-        hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
-        intermediate_size=cfg.d_ff, image_size=32, patch_size=4, num_channels=3, num_labels=10,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-    )  # fmt: skip
+        hidden_size=cfg.d_model,
+        num_hidden_layers=cfg.n_layers,
+        num_attention_heads=cfg.n_heads,
+        intermediate_size=cfg.d_ff,
+        image_size=32,
+        patch_size=4,
+        num_channels=3,
+        num_labels=10,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     hf = hf_model(ViTForImageClassification, hf_cfg)
     gen = torch.Generator().manual_seed(3)
     batch = {

@@ -38,8 +38,7 @@ def format_rows(table: list[list[str]], markdown: bool, text_columns: int = 2) -
     lines = []
     for row in (table[0], rule, *table[1:]):
         cells = [
-            c.ljust(w) if i < text_columns else c.rjust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            c.ljust(w) if i < text_columns else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
         ]
         lines.append(f"| {' | '.join(cells)} |" if markdown else "  ".join(cells))
     return "\n".join(lines)

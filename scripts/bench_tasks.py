@@ -133,11 +133,16 @@ def fit_config(task: str, work: Path, args: argparse.Namespace) -> Path:
     for key in ("max_time", "val_check_interval", "check_val_every_n_epoch", "limit_val_batches"):
         trainer.pop(key, None)
     trainer.update(
-        default_root_dir=str(work / task), max_steps=args.warmup + args.steps + 1, max_epochs=-1,
-        limit_val_batches=0, num_sanity_val_steps=0, enable_model_summary=False, precision=args.precision,
+        default_root_dir=str(work / task),
+        max_steps=args.warmup + args.steps + 1,
+        max_epochs=-1,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        enable_model_summary=False,
+        precision=args.precision,
         log_every_n_steps=args.log_every,
         callbacks=[{"class_path": "bench_tasks.StepClock", "init_args": {"warmup": args.warmup, "steps": args.steps}}],
-    )  # fmt: skip
+    )
     arch = config["model"]["init_args"].setdefault("arch", {})
     if args.shape == "small":
         arch.update(SMALL, **({"n_decoder_layers": SMALL["n_layers"]} if "n_decoder_layers" in arch else {}))
@@ -166,7 +171,7 @@ def run_fit(config: Path, extra: list[str], quiet: bool) -> StepClock:
 
 
 def bare_seconds(module: Any, batches: list[Any]) -> tuple[float, float]:
-    """Wall and CPU seconds of `compute` + backward + the module's AdamW step over the batches (after one untimed step)."""
+    """Wall and CPU seconds of `compute` + backward + the module's AdamW step over the batches (after a warm-up)."""
     from tetraformer.training.optim import build_optimizer
 
     module.train()
@@ -205,16 +210,33 @@ def bench_task(task: str, args: argparse.Namespace, work: Path, extra: Sequence[
     counts = [batch_items(clock.module, b) for b in clock.batches]
     overheads = [[a[i] / b[i] - 1 for a, b in zip(loops, bares, strict=True)] for i in (0, 1)]
     return TaskResult(
-        task, counts[0][1], sum(n for n, _ in counts), args.steps, len(loops), statistics.median(a for a, _ in loops),
-        statistics.median(b for b, _ in bares), statistics.median(overheads[0]), statistics.median(overheads[1]),
-    )  # fmt: skip
+        task,
+        counts[0][1],
+        sum(n for n, _ in counts),
+        args.steps,
+        len(loops),
+        statistics.median(a for a, _ in loops),
+        statistics.median(b for b, _ in bares),
+        statistics.median(overheads[0]),
+        statistics.median(overheads[1]),
+    )
 
 
 def format_table(results: list[TaskResult], markdown: bool) -> str:
     """One row per task: items/s under fit and bare, and the overhead."""
     header = ["task", "unit", "loop items/s", "bare items/s", "overhead", "CPU overhead", "steps x rounds"]
-    rows = [[r.task, r.unit, f"{r.loop_rate:,.0f}", f"{r.bare_rate:,.0f}", f"{r.overhead:+.1%}", f"{r.cpu_overhead:+.1%}",
-             f"{r.steps} x {r.rounds}"] for r in results]  # fmt: skip
+    rows = [
+        [
+            r.task,
+            r.unit,
+            f"{r.loop_rate:,.0f}",
+            f"{r.bare_rate:,.0f}",
+            f"{r.overhead:+.1%}",
+            f"{r.cpu_overhead:+.1%}",
+            f"{r.steps} x {r.rounds}",
+        ]
+        for r in results
+    ]
     return format_rows([header, *rows], markdown)
 
 
@@ -229,12 +251,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--precision", default="32-true", help="the fits' --trainer.precision")
     p.add_argument("--log-every", type=int, default=10, help="the fits' --trainer.log_every_n_steps")
     p.add_argument("--wandb", choices=["disabled", "offline"], default="disabled")
-    p.add_argument(
-        "--threads", type=int, default=1, help="torch threads (1: steady on a shared machine; 0: torch's)"
-    )
-    p.add_argument(
-        "--fit-args", nargs="+", default=[], metavar="ARG", help="more `tetraformer fit` arguments"
-    )
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1: steady on a shared machine; 0: torch's)")
+    p.add_argument("--fit-args", nargs="+", default=[], metavar="ARG", help="more `tetraformer fit` arguments")
     p.add_argument("--markdown", action="store_true", help="print a markdown table")
     p.add_argument("--verbose", dest="quiet", action="store_false", help="show the fits' progress output")
     args = p.parse_args(argv)
@@ -250,8 +268,11 @@ def main(argv: list[str] | None = None) -> list[TaskResult]:
     os.chdir(ROOT)  # the configs name their data relative to the repository
     sys.path.insert(0, str(ROOT / "scripts"))  # the CLI finds bench_tasks.StepClock by class path
     print(machine(torch.device("cpu")), flush=True)
-    print(f"{args.warmup} warm-up + {args.steps} timed "
-          f"steps per fit, {args.rounds} rounds; shape {args.shape}; {args.precision}", flush=True)  # fmt: skip
+    print(
+        f"{args.warmup} warm-up + {args.steps} timed "
+        f"steps per fit, {args.rounds} rounds; shape {args.shape}; {args.precision}",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         results = [bench_task(task, args, Path(tmp), args.fit_args) for task in args.tasks]
     print(format_table(results, args.markdown))

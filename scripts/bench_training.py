@@ -70,22 +70,39 @@ class CpuClock(Callback):
 def write_config(work: Path, size: str, steps: int, log_every: int) -> Path:
     """A char-level GPT config of one size on the repository's Markdown, validation off."""
     corpus = work / "corpus.txt"
-    corpus.write_text("\n".join(p.read_text(encoding="utf-8") for p in sorted(ROOT.glob("**/*.md"))
-                                if ".venv" not in p.parts), encoding="utf-8")  # fmt: skip
+    corpus.write_text(
+        "\n".join(p.read_text(encoding="utf-8") for p in sorted(ROOT.glob("**/*.md")) if ".venv" not in p.parts),
+        encoding="utf-8",
+    )
     shape = dict(SIZES[size])
     data = {"block_size": shape.pop("block_size"), "batch_size": shape.pop("batch_size")}
     config = {
         "seed_everything": 0,
-        "trainer": {"accelerator": "cpu", "devices": 1, "max_steps": steps, "log_every_n_steps": log_every,
-                    "limit_val_batches": 0, "num_sanity_val_steps": 0, "enable_progress_bar": False,
-                    "enable_model_summary": False, "callbacks": [{"class_path": "bench_training.CpuClock"}]},
-        "model": {"class_path": "tasks.language_modeling.module.LanguageModeling",
-                  "init_args": {"arch": {**shape, "max_len": data["block_size"], "position": "rotary"},
-                                "optim": {"lr": 1e-3, "schedule": "constant"}, "sample_prompts": []}},
-        "data": {"class_path": "tasks.language_modeling.data.LanguageModelingData",
-                 "init_args": {"train_path": str(corpus), "tokenizer_type": "char", "documents": "line", **data}},
+        "trainer": {
+            "accelerator": "cpu",
+            "devices": 1,
+            "max_steps": steps,
+            "log_every_n_steps": log_every,
+            "limit_val_batches": 0,
+            "num_sanity_val_steps": 0,
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "callbacks": [{"class_path": "bench_training.CpuClock"}],
+        },
+        "model": {
+            "class_path": "tasks.language_modeling.module.LanguageModeling",
+            "init_args": {
+                "arch": {**shape, "max_len": data["block_size"], "position": "rotary"},
+                "optim": {"lr": 1e-3, "schedule": "constant"},
+                "sample_prompts": [],
+            },
+        },
+        "data": {
+            "class_path": "tasks.language_modeling.data.LanguageModelingData",
+            "init_args": {"train_path": str(corpus), "tokenizer_type": "char", "documents": "line", **data},
+        },
         "run": {"wandb": "disabled"},
-    }  # fmt: skip
+    }
     path = work / f"{size}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -93,8 +110,17 @@ def write_config(work: Path, size: str, steps: int, log_every: int) -> Path:
 
 def run_variant(config: Path, flags: list[str], root: Path, threads: int | None) -> tuple[float, float, float]:
     """(tokens/s, CPU ms per token: medians after the first logged interval; peak RSS in MiB) of one fit."""
-    command = [sys.executable, "-m", "tetraformer.cli", "fit", "-c", str(config),
-               "--trainer.default_root_dir", str(root), *flags]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "tetraformer.cli",
+        "fit",
+        "-c",
+        str(config),
+        "--trainer.default_root_dir",
+        str(root),
+        *flags,
+    ]
     path = os.pathsep.join(filter(None, [str(ROOT / "scripts"), os.environ.get("PYTHONPATH")]))  # finds CpuClock
     log = root.with_suffix(".log")
     with log.open("w") as out:
@@ -131,8 +157,11 @@ def bench(args: argparse.Namespace) -> dict[str, list[Result]]:
             for name in args.variants:
                 results[name].append(run_variant(config, VARIANTS[name], work / f"{name}-{round_}", args.threads))
                 rate, cpu, rss = results[name][-1]
-                print(f"round {round_} {name}: {rate:.0f} tokens/s, {cpu:.3f} CPU ms/token, {rss:.0f} MiB",
-                      file=sys.stderr, flush=True)  # fmt: skip
+                print(
+                    f"round {round_} {name}: {rate:.0f} tokens/s, {cpu:.3f} CPU ms/token, {rss:.0f} MiB",
+                    file=sys.stderr,
+                    flush=True,
+                )
     return results
 
 
@@ -141,8 +170,18 @@ def table(results: dict[str, list[Result]], markdown: bool) -> str:
     medians = {name: [statistics.median(r[i] for r in rounds) for i in range(3)] for name, rounds in results.items()}
     base = next(iter(medians.values()))
     header = ["variant", "tokens/s", "vs first", "CPU ms/token", "vs first", "peak RSS MiB", "vs first"]
-    rows = [[name, f"{rate:.0f}", f"{rate / base[0]:.2f}x", f"{cpu:.3f}", f"{cpu / base[1]:.2f}x", f"{rss:.0f}",
-             f"{rss - base[2]:+.0f} MiB"] for name, (rate, cpu, rss) in medians.items()]  # fmt: skip
+    rows = [
+        [
+            name,
+            f"{rate:.0f}",
+            f"{rate / base[0]:.2f}x",
+            f"{cpu:.3f}",
+            f"{cpu / base[1]:.2f}x",
+            f"{rss:.0f}",
+            f"{rss - base[2]:+.0f} MiB",
+        ]
+        for name, (rate, cpu, rss) in medians.items()
+    ]
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])

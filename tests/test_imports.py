@@ -113,28 +113,54 @@ def test_walker_passes_a_tree_that_follows_the_design(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("relative", "text", "expected"),
     [
-        ("tetraformer/training/checkpoint.py", "def f():\n    from tetraformer.interop import load_hf\n",
-         "tetraformer/training/checkpoint.py:2: tetraformer.training.checkpoint imports tetraformer.interop.load_hf"),
-        ("tetraformer/training/module.py", "def f():\n    if True:\n        import tetraformer.interop\n",
-         "tetraformer/training/module.py:3: tetraformer.training.module imports tetraformer.interop"),
-        ("tetraformer/training/module.py", "from tetraformer import interop\n",
-         "tetraformer/training/module.py:1: tetraformer.training.module imports tetraformer.interop"),
-        ("tetraformer/training/module.py", "from ..interop import registry\n",
-         "tetraformer/training/module.py:1: tetraformer.training.module imports tetraformer.interop.registry"),
-        ("tetraformer/core/layers.py", "class A:\n    def f(self):\n        import numpy\n",
-         "tetraformer/core/layers.py:3: tetraformer.core.layers imports numpy"),
-        ("tetraformer/core/__init__.py", "from tetraformer.data import DataError\n",
-         "tetraformer/core/__init__.py:1: tetraformer.core imports tetraformer.data.DataError"),
-        ("tetraformer/data/text.py", "from tetraformer.core.config import TransformerConfig\n",
-         "tetraformer/data/text.py:1: tetraformer.data.text imports tetraformer.core.config.TransformerConfig"),
-        ("tetraformer/cli.py", "def main():\n    from tasks.language_modeling.module import LanguageModeling\n",
-         "tetraformer/cli.py:2: tetraformer.cli imports tasks.language_modeling.module.LanguageModeling"),
-        ("tetraformer/payload.py", "import lightning\n", "tetraformer/payload.py:1: tetraformer.payload imports lightning"),
+        (
+            "tetraformer/training/checkpoint.py",
+            "def f():\n    from tetraformer.interop import load_hf\n",
+            "tetraformer/training/checkpoint.py:2: tetraformer.training.checkpoint imports tetraformer.interop.load_hf",
+        ),
+        (
+            "tetraformer/training/module.py",
+            "def f():\n    if True:\n        import tetraformer.interop\n",
+            "tetraformer/training/module.py:3: tetraformer.training.module imports tetraformer.interop",
+        ),
+        (
+            "tetraformer/training/module.py",
+            "from tetraformer import interop\n",
+            "tetraformer/training/module.py:1: tetraformer.training.module imports tetraformer.interop",
+        ),
+        (
+            "tetraformer/training/module.py",
+            "from ..interop import registry\n",
+            "tetraformer/training/module.py:1: tetraformer.training.module imports tetraformer.interop.registry",
+        ),
+        (
+            "tetraformer/core/layers.py",
+            "class A:\n    def f(self):\n        import numpy\n",
+            "tetraformer/core/layers.py:3: tetraformer.core.layers imports numpy",
+        ),
+        (
+            "tetraformer/core/__init__.py",
+            "from tetraformer.data import DataError\n",
+            "tetraformer/core/__init__.py:1: tetraformer.core imports tetraformer.data.DataError",
+        ),
+        (
+            "tetraformer/data/text.py",
+            "from tetraformer.core.config import TransformerConfig\n",
+            "tetraformer/data/text.py:1: tetraformer.data.text imports tetraformer.core.config.TransformerConfig",
+        ),
+        (
+            "tetraformer/cli.py",
+            "def main():\n    from tasks.language_modeling.module import LanguageModeling\n",
+            "tetraformer/cli.py:2: tetraformer.cli imports tasks.language_modeling.module.LanguageModeling",
+        ),
+        (
+            "tetraformer/payload.py",
+            "import lightning\n",
+            "tetraformer/payload.py:1: tetraformer.payload imports lightning",
+        ),
     ],
-)  # fmt: skip
-def test_walker_names_each_arrow_against_the_design(
-    tmp_path: Path, relative: str, text: str, expected: str
-) -> None:
+)
+def test_walker_names_each_arrow_against_the_design(tmp_path: Path, relative: str, text: str, expected: str) -> None:
     """One violation (at top level, in a function, relative or `from package import module`) is named file:line."""
     for clean, clean_text in CLEAN.items():
         write(tmp_path, clean, clean_text)

@@ -18,8 +18,6 @@ def test_platform_is_not_a_package() -> None:
 def test_stdlib_platform_wins_from_repo_root() -> None:
     """From the repo root (on sys.path first), `platform` is still the stdlib module."""
     code = "import tetraformer, platform; print(platform.system())"
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip(), "platform.system() printed nothing"

@@ -70,9 +70,13 @@ def _state_dict(path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "write"),
-    [("notes.txt", _text), ("random.bin", _random_bytes), ("model.safetensors", _safetensors),
-     ("pytorch_model.bin", _state_dict)],
-)  # fmt: skip
+    [
+        ("notes.txt", _text),
+        ("random.bin", _random_bytes),
+        ("model.safetensors", _safetensors),
+        ("pytorch_model.bin", _state_dict),
+    ],
+)
 def test_a_file_that_is_no_checkpoint_is_a_one_line_checkpoint_error(
     tmp_path: Path, name: str, write: Callable[[Path], None]
 ) -> None:
@@ -107,11 +111,16 @@ def test_checkpoint_written_before_the_payload_module_still_reads(tmp_path: Path
     net = CausalLM(TransformerConfig.preset("tiny", vocab_size=50, max_len=16))
     old = {
         "state_dict": {f"net.{k}": v for k, v in net.state_dict().items()},
-        "tetraformer": {"class_path": "tasks.language_modeling.module.LanguageModeling",
-                        "model_config": net.cfg.to_dict(), "tokenizer": None, "task": {}, "wandb_run_id": None},
+        "tetraformer": {
+            "class_path": "tasks.language_modeling.module.LanguageModeling",
+            "model_config": net.cfg.to_dict(),
+            "tokenizer": None,
+            "task": {},
+            "wandb_run_id": None,
+        },
         "hyper_parameters": {"_class_path": "tasks.language_modeling.module.LanguageModeling"},
         "pytorch-lightning_version": "2.6.0",
-    }  # fmt: skip
+    }
     torch.save(old, tmp_path / "old.ckpt")
     ckpt = read_checkpoint(tmp_path / "old.ckpt")
     assert network_config(ckpt) == net.cfg
@@ -123,9 +132,7 @@ def test_checkpoint_written_before_the_payload_module_still_reads(tmp_path: Path
 def test_make_checkpoint_keeps_the_layout_and_round_trips(tmp_path: Path) -> None:
     """A bare network's checkpoint has the payload, the weights under `net.`, and hparams only with a task."""
     net = CausalLM(TransformerConfig.preset("tiny", vocab_size=50, max_len=16))
-    path = save_checkpoint(
-        make_checkpoint(net, "pkg.mod.Task", None, source="src"), tmp_path / "a" / "x.ckpt"
-    )
+    path = save_checkpoint(make_checkpoint(net, "pkg.mod.Task", None, source="src"), tmp_path / "a" / "x.ckpt")
     ckpt = read_checkpoint(path)
     assert set(ckpt[PAYLOAD_KEY]) == {"class_path", "model_config", "tokenizer", "task", "source"}
     assert ckpt[PAYLOAD_KEY]["class_path"] == "pkg.mod.Task" and ckpt[PAYLOAD_KEY]["source"] == "src"
@@ -138,9 +145,7 @@ def test_make_checkpoint_keeps_the_layout_and_round_trips(tmp_path: Path) -> Non
 def test_unreadable_directory_says_what_was_expected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without registered sources, a plain directory expects a .ckpt or HF directory; an HF one names the import."""
     monkeypatch.setattr(payload, "STARTING_POINTS", {})
-    with pytest.raises(
-        CheckpointError, match="expected a Tetraformer .ckpt file or a Hugging Face model directory"
-    ):
+    with pytest.raises(CheckpointError, match="expected a Tetraformer .ckpt file or a Hugging Face model directory"):
         directory_starting_point(tmp_path)
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(CheckpointError, match="`import tetraformer.interop`"):
@@ -152,9 +157,7 @@ def test_registered_source_reads_its_directories(tmp_path: Path, monkeypatch: py
     cfg = TransformerConfig.preset("tiny")
     monkeypatch.setattr(payload, "STARTING_POINTS", {})
     payload.register_starting_point(
-        payload.StartingPointSource(
-            "a marked directory", lambda p: (p / "MARK").is_file(), lambda p: (cfg, {})
-        )
+        payload.StartingPointSource("a marked directory", lambda p: (p / "MARK").is_file(), lambda p: (cfg, {}))
     )
     with pytest.raises(CheckpointError, match="or a marked directory"):
         directory_starting_point(tmp_path)

@@ -1,4 +1,4 @@
-"""Safe loading: checkpoints and weight files load tensors and plain data only; pickled objects need --trust_checkpoint."""
+"""Safe loading: checkpoints and weight files load tensors and plain data; pickled objects need --trust_checkpoint."""
 
 from __future__ import annotations
 
@@ -80,9 +80,14 @@ def test_other_libraries_weights_only_loads_are_allowed_the_objects_only_when_tr
 
 @pytest.mark.parametrize(
     ("argv", "trusted"),
-    [([], False), (["--trust_checkpoint", "true"], True), (["--trust_checkpoint=Yes"], True),
-     (["--trust_checkpoint", "true", "--trust_checkpoint", "false"], False), (["--trust_checkpoint"], False)],
-)  # fmt: skip
+    [
+        ([], False),
+        (["--trust_checkpoint", "true"], True),
+        (["--trust_checkpoint=Yes"], True),
+        (["--trust_checkpoint", "true", "--trust_checkpoint", "false"], False),
+        (["--trust_checkpoint"], False),
+    ],
+)
 def test_the_flag_is_read_from_the_command_line(argv: list[str], trusted: bool) -> None:
     """`--trust_checkpoint VALUE` or `=VALUE`, the last one winning; a flag without a value trusts nothing."""
     assert trust_requested(["fit", *argv]) is trusted
@@ -104,8 +109,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def cli_commands(root: Path, ckpt: Path) -> dict[str, list[str]]:
     """Each way a checkpoint is loaded: resume a fit, test from it, generate from it."""
-    fit = ["fit", "-c", str(root / "fit.yaml"), "--trainer.max_steps", "8", "--trainer.default_root_dir",
-           str(root / "resumed"), "--ckpt_path", str(ckpt)]  # fmt: skip
+    fit = [
+        "fit",
+        "-c",
+        str(root / "fit.yaml"),
+        "--trainer.max_steps",
+        "8",
+        "--trainer.default_root_dir",
+        str(root / "resumed"),
+        "--ckpt_path",
+        str(ckpt),
+    ]
     return {
         "fit": fit,
         "test": ["test", "--ckpt_path", str(ckpt), "--data.test_path", str(root / "corpus.txt")],
@@ -134,9 +148,7 @@ def test_cli_refuses_a_tainted_checkpoint_then_trusts_it(
     assert errors[0].startswith(f"error: {ckpt} holds pickled Python objects ({SOUVENIR})")
     run_main([*argv, "--trust_checkpoint", "true"])
     if command == "fit":
-        assert (
-            torch.load(runs / "resumed" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 8
-        )
+        assert torch.load(runs / "resumed" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 8
 
 
 def test_cli_loads_clean_checkpoints_with_no_weights_only_notice(

@@ -44,9 +44,13 @@ def attention_parser() -> CommandParser:
     source.add_argument("--text-file", type=Path, help="a file whose text is drawn (text checkpoints)")
     parser.add_argument("--layer", type=int, default=-1, help="layer to draw, from 0 (negative counts from the end)")
     parser.add_argument("--heads", default="all", help="'all' or head numbers, e.g. 0,1")
-    parser.add_argument("--kind", choices=KINDS, default="self",
-                        help="self: the (encoder's) self-attention; decoder, cross: an encoder-decoder's decoder "
-                        "self-attention and its attention over the source")  # fmt: skip
+    parser.add_argument(
+        "--kind",
+        choices=KINDS,
+        default="self",
+        help="self: the (encoder's) self-attention; decoder, cross: an encoder-decoder's decoder "
+        "self-attention and its attention over the source",
+    )
     parser.add_argument("--target", help="encoder-decoder: the decoder's text (default: the greedy output)")
     parser.add_argument("--max-tokens", type=int, default=40, help="draw at most this many tokens per axis")
     parser.add_argument("--tokenizer", help="tokenizer folder or tokenizer.json (default: the checkpoint's own)")
@@ -90,8 +94,9 @@ def draw_image(task: Any, args: argparse.Namespace) -> Path:
     per_head = cls_patch_map(weights[layer][0, heads], grid)  # (h, gh, gw)
     rollout = cls_patch_map(attention_rollout(weights)[0], grid)  # (gh, gw)
     title = f"{args.image.name}: layer {layer} [CLS] attention and rollout over {len(weights)} layers"
-    return image_attention_figure(display.cpu().numpy(), per_head.float().cpu().numpy(), rollout.cpu().numpy(),
-                                  args.output, title, head_ids=heads)  # fmt: skip
+    return image_attention_figure(
+        display.cpu().numpy(), per_head.float().cpu().numpy(), rollout.cpu().numpy(), args.output, title, head_ids=heads
+    )
 
 
 def draw_text(task: Any, args: argparse.Namespace) -> Path:
@@ -101,7 +106,9 @@ def draw_text(task: Any, args: argparse.Namespace) -> Path:
     backbone = backbone_of(task.net)
     encoder_decoder = isinstance(backbone, TextEncoderDecoder)
     if args.kind != "self" and not encoder_decoder:
-        raise TetraformerError(f"--kind {args.kind} needs an encoder-decoder checkpoint; this one has self-attention only")
+        raise TetraformerError(
+            f"--kind {args.kind} needs an encoder-decoder checkpoint; this one has self-attention only"
+        )
     source = text_ids(task, getattr(task, "source_prefix", "") + text if encoder_decoder else text)  # (1, S)
     target = decoder_ids(task, text, args.target) if encoder_decoder and args.kind != "self" else None
     weights = text_attentions(backbone, source, decoder_input_ids=target)[args.kind]
@@ -114,11 +121,15 @@ def draw_text(task: Any, args: argparse.Namespace) -> Path:
         keys = queries
     maps = weights[layer][0, heads].float()  # (h, T, S)
     rows, cols = min(len(queries), args.max_tokens), min(len(keys), args.max_tokens)
-    note = (f"showing the first {args.max_tokens} of {max(len(queries), len(keys))} tokens (--max-tokens)"
-            if rows < len(queries) or cols < len(keys) else "")  # fmt: skip
+    note = (
+        f"showing the first {args.max_tokens} of {max(len(queries), len(keys))} tokens (--max-tokens)"
+        if rows < len(queries) or cols < len(keys)
+        else ""
+    )
     title = f"{args.kind} attention, layer {layer} of {len(weights)} ({type(task).__name__})"
-    return text_attention_figure(keys[:cols], maps[:, :rows, :cols].cpu().numpy(), queries[:rows], title,
-                                 args.output, head_ids=heads, note=note)  # fmt: skip
+    return text_attention_figure(
+        keys[:cols], maps[:, :rows, :cols].cpu().numpy(), queries[:rows], title, args.output, head_ids=heads, note=note
+    )
 
 
 def text_ids(task: Any, text: str) -> torch.Tensor:

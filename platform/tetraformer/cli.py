@@ -38,8 +38,10 @@ from tetraformer.training.strategies import platform_strategy
 
 log = logging.getLogger(__name__)
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
-PEAK_HELP = ("the peak MFU is taken against: auto (default: a matmul timed at train start), one device's TFLOP/s "
-             "(e.g. 989: H100 bf16 dense), or null (no train/mfu)")  # fmt: skip
+PEAK_HELP = (
+    "the peak MFU is taken against: auto (default: a matmul timed at train start), one device's TFLOP/s "
+    "(e.g. 989: H100 bf16 dense), or null (no train/mfu)"
+)
 DESCRIPTION = """Train and use Transformers from one core.
 
 Lightning subcommands: fit, validate, test, predict (each takes -c CONFIG and --section.key=value).
@@ -120,9 +122,7 @@ class TetraformerCLI(LightningCLI):
 
 def resumed_wandb_id(ckpt_path: str | None, root: Path) -> str | None:
     """The W&B run id stored in the checkpoint a `fit --ckpt_path` resumes, so the W&B run continues too."""
-    path = (
-        root / "checkpoints" / "last.ckpt" if ckpt_path == "last" else Path(ckpt_path) if ckpt_path else None
-    )
+    path = root / "checkpoints" / "last.ckpt" if ckpt_path == "last" else Path(ckpt_path) if ckpt_path else None
     if path is None or not path.is_file():
         return None
     return read_checkpoint(path)[PAYLOAD_KEY].get("wandb_run_id")

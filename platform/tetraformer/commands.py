@@ -32,17 +32,11 @@ class CommandParser(argparse.ArgumentParser):
 def generate_command(argv: list[str]) -> None:
     """`tetraformer generate --ckpt PATH (--prompt TEXT | --prompt-file FILE --output OUT.jsonl)`."""
     parser = CommandParser(prog="tetraformer generate", description="Generate text from a checkpoint.")
-    parser.add_argument(
-        "--ckpt", required=True, help="a Tetraformer .ckpt (it holds the model and tokenizer)"
-    )
-    parser.add_argument(
-        "--tokenizer", help="tokenizer folder or tokenizer.json (default: the checkpoint's own)"
-    )
+    parser.add_argument("--ckpt", required=True, help="a Tetraformer .ckpt (it holds the model and tokenizer)")
+    parser.add_argument("--tokenizer", help="tokenizer folder or tokenizer.json (default: the checkpoint's own)")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", help="one prompt; sampled or greedy output streams to the terminal")
-    source.add_argument(
-        "--prompt-file", type=Path, help="one prompt per line (or JSONL with a 'prompt' field)"
-    )
+    source.add_argument("--prompt-file", type=Path, help="one prompt per line (or JSONL with a 'prompt' field)")
     parser.add_argument("--output", type=Path, help="JSONL file for --prompt-file results (default: stdout)")
     add_generation_flags(parser)
     parser.add_argument("--batch-size", type=int, default=16)
@@ -53,7 +47,9 @@ def generate_command(argv: list[str]) -> None:
     task = load_generative_task(args.ckpt, args.tokenizer, args.device)
     config = dataclasses.replace(task.generation, **generation_options(args))
     if args.prompt is not None:
-        if not hasattr(task.net, "encode"):  # a decoder's output continues the prompt; an encoder-decoder's stands alone
+        if not hasattr(
+            task.net, "encode"
+        ):  # a decoder's output continues the prompt; an encoder-decoder's stands alone
             sys.stdout.write(args.prompt)
         task.generate([args.prompt], config, on_text=_write_stdout)
         sys.stdout.write("\n")
@@ -85,9 +81,7 @@ def add_generation_flags(parser: argparse.ArgumentParser) -> None:
         kwargs: dict[str, Any] = {"dest": option.name, "default": argparse.SUPPRESS}
         if kind is bool:  # a switch to the value other than the default
             flag = option.metadata.get("flag", f"--{'no-' if default else ''}{name}")
-            group.add_argument(
-                flag, action="store_const", const=not default, help=option.metadata["help"], **kwargs
-            )
+            group.add_argument(flag, action="store_const", const=not default, help=option.metadata["help"], **kwargs)
             continue
         if typing.get_origin(kind) is list:
             kwargs.update(action="append", type=_unescape)
@@ -100,11 +94,7 @@ def generation_options(args: argparse.Namespace) -> dict[str, Any]:
     """The decoding options set on the command line, by TextGenerationConfig field name."""
     from tetraformer.training.text_generation import TextGenerationConfig
 
-    options = {
-        f.name: getattr(args, f.name)
-        for f in dataclasses.fields(TextGenerationConfig)
-        if hasattr(args, f.name)
-    }
+    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(TextGenerationConfig) if hasattr(args, f.name)}
     if options.get("do_sample") is False:  # --greedy: one beam, whatever beam width the checkpoint decodes with
         options.setdefault("num_beams", 1)
     return options
@@ -123,7 +113,7 @@ def load_generative_task(ckpt: str, tokenizer: str | None, device: str) -> Any:
 
 
 def load_task(ckpt: str, device: str, tokenizer: str | None = None) -> Any:
-    """A checkpoint's task module in eval mode on `device`; `tokenizer` (a folder or tokenizer.json) replaces its own."""
+    """A checkpoint's task module in eval mode on `device`; `tokenizer` (folder or tokenizer.json) replaces its own."""
     from tetraformer.data import load_tokenizer
     from tetraformer.training.checkpoint import load_task_module
 
@@ -157,9 +147,7 @@ def read_prompts(path: Path) -> list[str]:
             try:
                 prompts.append(json.loads(line)["prompt"])
             except (json.JSONDecodeError, KeyError, TypeError) as err:
-                raise DataError(
-                    f"expected a JSON object with a 'prompt' field ({err})", path, number
-                ) from err
+                raise DataError(f"expected a JSON object with a 'prompt' field ({err})", path, number) from err
         else:
             prompts.append(line)
     if not prompts:
@@ -194,9 +182,7 @@ def tokenizer_command(argv: list[str]) -> None:
 
 def convert_command(argv: list[str]) -> None:
     """`tetraformer convert from-hf SRC_DIR OUT_CKPT` and `tetraformer convert to-hf CKPT OUT_DIR`."""
-    parser = argparse.ArgumentParser(
-        prog="tetraformer convert", description="Hugging Face checkpoints in and out."
-    )
+    parser = argparse.ArgumentParser(prog="tetraformer convert", description="Hugging Face checkpoints in and out.")
     sub = parser.add_subparsers(dest="direction", required=True)
     from_hf = sub.add_parser("from-hf", help="a Hugging Face model directory -> a Tetraformer checkpoint")
     from_hf.add_argument("src_dir", type=Path)
@@ -226,14 +212,21 @@ def convert_command(argv: list[str]) -> None:
         architecture = (read_config(args.src_dir).get("architectures") or [""])[0]
         task = args.task or task_for_architecture(architecture)
         save_checkpoint(import_checkpoint(args.src_dir, task, args.tokenizer), args.out_ckpt)
-        log.info("%s (%s) -> %s (task: %s)", args.src_dir, architecture, args.out_ckpt,
-                 task or "none; use it as --model.init_from")  # fmt: skip
+        log.info(
+            "%s (%s) -> %s (task: %s)",
+            args.src_dir,
+            architecture,
+            args.out_ckpt,
+            task or "none; use it as --model.init_from",
+        )
     else:
         from tetraformer.training.checkpoint import load_network
 
         net, tokenizer = load_network(args.ckpt)
         vocabulary = read_checkpoint(args.ckpt)[PAYLOAD_KEY]["task"].get("labels") or {}  # a LabelVocabulary state
-        out = export_network(net, tokenizer, args.out_dir, vocabulary.get("labels"), vocabulary.get("multi_label", False))
+        out = export_network(
+            net, tokenizer, args.out_dir, vocabulary.get("labels"), vocabulary.get("multi_label", False)
+        )
         log.info("%s -> %s (%s)", args.ckpt, out, load_hf(out).architecture)
 
 

@@ -57,11 +57,7 @@ def configured_root(argv: list[str]) -> str | None:
     if root is not None:
         return root
     for config in reversed([v for i, v in enumerate(argv) if i and argv[i - 1] in ("-c", "--config")]):
-        trainer = (
-            (yaml.safe_load(Path(config).read_text()) or {}).get("trainer")
-            if Path(config).is_file()
-            else None
-        )
+        trainer = (yaml.safe_load(Path(config).read_text()) or {}).get("trainer") if Path(config).is_file() else None
         if isinstance(trainer, dict) and trainer.get("default_root_dir"):
             return str(trainer["default_root_dir"])
     return None

@@ -72,9 +72,12 @@ def make_payload(
 ) -> dict[str, Any]:
     """The PAYLOAD_KEY entry: task class path, model config, tokenizer and task settings (plus `extra`)."""
     return {
-        "class_path": class_path, "model_config": cfg.to_dict(), "tokenizer": tokenizer_state(tokenizer),
-        "task": plain(task), **extra,
-    }  # fmt: skip
+        "class_path": class_path,
+        "model_config": cfg.to_dict(),
+        "tokenizer": tokenizer_state(tokenizer),
+        "task": plain(task),
+        **extra,
+    }
 
 
 def make_checkpoint(net: nn.Module, class_path: str | None, tokenizer: Any, **extra: Any) -> dict[str, Any]:
@@ -89,9 +92,10 @@ def make_checkpoint(net: nn.Module, class_path: str | None, tokenizer: Any, **ex
     }
     if class_path:
         ckpt["hyper_parameters"] = {
-            "_class_path": class_path, "_instantiator": "lightning.pytorch.cli.instantiate_module",
+            "_class_path": class_path,
+            "_instantiator": "lightning.pytorch.cli.instantiate_module",
             "arch": net.cfg.to_dict(),
-        }  # fmt: skip
+        }
     return ckpt
 
 
@@ -117,13 +121,9 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     except (OSError, UnsafeCheckpointError):
         raise
     except Exception as err:  # noqa: BLE001 - torch's reasons (bad pickle, not a zip, code to run) all mean "not ours"
-        raise CheckpointError(
-            f"{path} is not a Tetraformer checkpoint: torch cannot read it{_hint(path)}"
-        ) from err
+        raise CheckpointError(f"{path} is not a Tetraformer checkpoint: torch cannot read it{_hint(path)}") from err
     if not isinstance(ckpt, dict) or PAYLOAD_KEY not in ckpt:
-        raise CheckpointError(
-            f"{path} is not a Tetraformer checkpoint (no '{PAYLOAD_KEY}' entry){_hint(path)}"
-        )
+        raise CheckpointError(f"{path} is not a Tetraformer checkpoint (no '{PAYLOAD_KEY}' entry){_hint(path)}")
     return ckpt
 
 
@@ -174,11 +174,7 @@ def directory_starting_point(path: Path) -> StartingPoint:
         if source.accepts(path):
             return source.load(path)
     kinds = " or ".join(STARTING_POINTS) or "a Hugging Face model directory"
-    message = (
-        f"{path}: cannot start a network from this directory; expected a Tetraformer .ckpt file or {kinds}"
-    )
+    message = f"{path}: cannot start a network from this directory; expected a Tetraformer .ckpt file or {kinds}"
     if (path / "config.json").is_file():  # a Hugging Face directory, but no source reads it
-        message += (
-            " (it has a config.json: `import tetraformer.interop` to read Hugging Face model directories)"
-        )
+        message += " (it has a config.json: `import tetraformer.interop` to read Hugging Face model directories)"
     raise CheckpointError(message)

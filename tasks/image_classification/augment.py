@@ -19,9 +19,7 @@ class Augmentation:
     hflip: bool = False  # mirror half the images left-right (off: digits and letters are not symmetric)
     resized_crop_scale: float = 0.0  # > 0: RandomResizedCrop of at least this share of the area (e.g. 0.35)
     mixup_alpha: float = 0.0  # > 0: mix pairs of images with Beta(alpha, alpha) weights
-    cutmix_alpha: float = (
-        0.0  # > 0: paste a box of another image, weight = its area; one of the two per batch
-    )
+    cutmix_alpha: float = 0.0  # > 0: paste a box of another image, weight = its area; one of the two per batch
 
     @property
     def mixes(self) -> bool:
@@ -66,9 +64,7 @@ def random_hflip(pixels: Tensor) -> Tensor:
     return torch.where(flip[:, None, None, None], pixels.flip(-1), pixels)
 
 
-def random_resized_crop(
-    pixels: Tensor, min_scale: float, ratio: tuple[float, float] = (3 / 4, 4 / 3)
-) -> Tensor:
+def random_resized_crop(pixels: Tensor, min_scale: float, ratio: tuple[float, float] = (3 / 4, 4 / 3)) -> Tensor:
     """A random box per image (area share in [min_scale, 1], aspect in `ratio`) resized back to H x W."""
     b = pixels.shape[0]
     area = torch.empty(b).uniform_(min_scale, 1.0)

@@ -112,9 +112,7 @@ class ImageClassificationData(TaskDataModule):
         """`--data.mean` / `--data.std` (one value per channel), else computed on the training images."""
         if self.given_mean or self.given_std:
             if len(self.given_mean or []) != self.channels or len(self.given_std or []) != self.channels:
-                raise ConfigError(
-                    f"--data.mean and --data.std need {self.channels} value(s) each, one per channel"
-                )
+                raise ConfigError(f"--data.mean and --data.std need {self.channels} value(s) each, one per channel")
             return Normalization(list(self.given_mean), list(self.given_std))
         normalization = Normalization.of(self.datasets["train"].images)
         log.info("training images: mean %s, std %s per channel", normalization.mean, normalization.std)

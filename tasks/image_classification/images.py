@@ -90,9 +90,7 @@ def resize(images: Tensor, size: int) -> Tensor:
     size)."""
     if images.shape[-2:] == (size, size):
         return images.contiguous()
-    out = F.interpolate(
-        images.float(), size=(size, size), mode="bilinear", antialias=True, align_corners=False
-    )
+    out = F.interpolate(images.float(), size=(size, size), mode="bilinear", antialias=True, align_corners=False)
     return out.round().clamp(0, 255).to(torch.uint8)
 
 
@@ -100,9 +98,7 @@ def convert_channels(images: Tensor, channels: int, source: str) -> Tensor:
     """(N, C, H, W) uint8 with C of 1 (gray), 2 (gray + alpha), 3 (RGB) or 4 (RGBA) -> `channels` channels."""
     c = images.shape[1]
     if c not in (1, 2, 3, 4):
-        raise DataError(
-            f"images have {c} channels; cannot convert them to {channels} (expected 1, 2, 3 or 4)", source
-        )
+        raise DataError(f"images have {c} channels; cannot convert them to {channels} (expected 1, 2, 3 or 4)", source)
     colour = images[:, : 1 if c < 3 else 3]  # alpha dropped
     if channels == colour.shape[1]:
         return colour.contiguous()
@@ -163,9 +159,7 @@ def decode_images(
     return decoded
 
 
-def _decode_all(
-    paths: Sequence[str], where: Sequence[Where], channels: int, size: int, skip_bad: bool
-) -> Decoded:
+def _decode_all(paths: Sequence[str], where: Sequence[Where], channels: int, size: int, skip_bad: bool) -> Decoded:
     """Decode each file into one preallocated (N, C, S, S) tensor."""
     images = torch.empty(len(paths), channels, size, size, dtype=torch.uint8)
     kept: list[int] = []
@@ -174,9 +168,7 @@ def _decode_all(
         try:
             images[len(kept)] = decode_image(path, channels, size)
         except DataError as err:
-            located = (
-                err if line is None else DataError(f"{path}: {err.message}", file, line)
-            )  # a CSV row named it
+            located = err if line is None else DataError(f"{path}: {err.message}", file, line)  # a CSV row named it
             if not skip_bad:
                 raise located from None
             bad.append(str(located))

@@ -9,9 +9,7 @@ from tetraformer.core import ImageEncoder, SequenceClassifier, TransformerConfig
 ImagePooling = Literal["cls", "mean"]
 
 
-def build_image_classifier(
-    cfg: TransformerConfig, num_classes: int, pooling: ImagePooling
-) -> SequenceClassifier:
+def build_image_classifier(cfg: TransformerConfig, num_classes: int, pooling: ImagePooling) -> SequenceClassifier:
     """A SequenceClassifier on a new ImageEncoder, reading the final [CLS] state or the mean over all
     positions."""
     return SequenceClassifier(ImageEncoder(cfg), num_classes, pooling, pooler=False)

@@ -37,9 +37,7 @@ class ImageClassification(LabelledTask, TaskModule):
 
     token_unit = "patch tokens ([CLS] + patches per image)"  # samples/s are images/s
 
-    def __init__(
-        self, pooling: ImagePooling = "cls", top_k: int = 5, attention_images: int = 4, **kwargs: Any
-    ) -> None:
+    def __init__(self, pooling: ImagePooling = "cls", top_k: int = 5, attention_images: int = 4, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.save_hyperparameters()
         self.pooling, self.top_k, self.attention_images = pooling, top_k, attention_images
@@ -59,9 +57,7 @@ class ImageClassification(LabelledTask, TaskModule):
 
     def network_config(self, datamodule: Any) -> TransformerConfig:
         """The architecture at the data's image size and channels, with no token vocabulary."""
-        return self.arch.replace(
-            image_size=datamodule.image_size, n_channels=datamodule.channels, vocab_size=0
-        )
+        return self.arch.replace(image_size=datamodule.image_size, n_channels=datamodule.channels, vocab_size=0)
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
         """A ViT classifier with one output per label."""
@@ -162,9 +158,6 @@ class ImageClassification(LabelledTask, TaskModule):
         top = probs.topk(min(self.top_k, probs.shape[-1]), dim=-1)
         out = []
         for path, values, ids in zip(batch["paths"], top.values, top.indices, strict=True):
-            scores = {
-                self.vocabulary.names[i]: round(float(v), 6)
-                for v, i in zip(values, ids.tolist(), strict=True)
-            }
+            scores = {self.vocabulary.names[i]: round(float(v), 6) for v, i in zip(values, ids.tolist(), strict=True)}
             out.append({"path": path, "label": self.vocabulary.names[int(ids[0])], "probabilities": scores})
         return out

@@ -62,9 +62,7 @@ class ImageSet(Dataset):
     def encode(self, vocabulary: LabelVocabulary) -> None:
         """Class ids of the labels; an unknown label is a DataError naming its folder or CSV row."""
         if self.labels is not None:
-            ids = [
-                vocabulary.encode(label, *where) for label, where in zip(self.labels, self.where, strict=True)
-            ]
+            ids = [vocabulary.encode(label, *where) for label, where in zip(self.labels, self.where, strict=True)]
             self.targets = torch.tensor(ids, dtype=torch.long)
 
 
@@ -102,9 +100,7 @@ def read_source(path: str, reading: Reading, labelled: bool) -> ImageSet:
         paths, labels, where = [str(source)], None, [(str(source), None)]
     else:
         paths, labels, where = _record_items(source, kind, reading, labelled)
-    decoded = decode_images(
-        paths, where, reading.channels, reading.size, reading.cache_for(source), reading.skip_bad
-    )
+    decoded = decode_images(paths, where, reading.channels, reading.size, reading.cache_for(source), reading.skip_bad)
     keep = decoded.kept
     return ImageSet(
         decoded.images,
@@ -123,9 +119,7 @@ def _kind(source: Path) -> str:
         return suffix
     if source.suffix.lower() in IMAGE_SUFFIXES:
         return "image"
-    raise DataError(
-        f"cannot tell what {source} holds: expected a folder, an image, .npz, .csv, .tsv, .json or .jsonl"
-    )
+    raise DataError(f"cannot tell what {source} holds: expected a folder, an image, .npz, .csv, .tsv, .json or .jsonl")
 
 
 def _images_in(folder: Path) -> list[Path]:
@@ -139,9 +133,7 @@ def _images_in(folder: Path) -> list[Path]:
     )
 
 
-def _folder_items(
-    root: Path, labelled: bool, skip_bad: bool
-) -> tuple[list[str], list[str] | None, list[Where]]:
+def _folder_items(root: Path, labelled: bool, skip_bad: bool) -> tuple[list[str], list[str] | None, list[Where]]:
     """`root/<class>/*` images labelled by folder name; to predict, every image under root."""
     if not labelled:
         files = _images_in(root)
@@ -214,9 +206,7 @@ def _read_npz(source: Path, reading: Reading, labelled: bool) -> ImageSet:
     except (OSError, ValueError) as err:
         raise DataError(f"cannot read the NumPy archive: {err}", source) from None
     if "x" not in arrays or (labelled and "y" not in arrays):
-        raise DataError(
-            f"expected arrays 'x' and 'y', found {', '.join(map(repr, arrays)) or 'none'}", source
-        )
+        raise DataError(f"expected arrays 'x' and 'y', found {', '.join(map(repr, arrays)) or 'none'}", source)
     x = arrays["x"]
     images = array_images(x, reading.channels, reading.size, str(source))
     n = images.shape[0]

@@ -73,8 +73,14 @@ class LanguageModelingData(TaskDataModule):
         """
         if self.tokenizer_path:
             return
-        prepare_run_tokenizer(self.tokenizer_dir(), resolve_files(self.require("train")), self.tokenizer_type,
-                              self.vocab_size, self.read_options["field"], self.read_options["encoding"])  # fmt: skip
+        prepare_run_tokenizer(
+            self.tokenizer_dir(),
+            resolve_files(self.require("train")),
+            self.tokenizer_type,
+            self.vocab_size,
+            self.read_options["field"],
+            self.read_options["encoding"],
+        )
 
     def setup(self, stage: str) -> None:
         """Load the tokenizer and build the splits the stage needs."""

@@ -62,8 +62,14 @@ class MaskedLMData(TaskDataModule):
         """Train the run's tokenizer when none is configured, or retrain it when its settings or data changed."""
         if self.tokenizer_path:
             return
-        prepare_run_tokenizer(self.tokenizer_dir(), resolve_files(self.require("train")), self.tokenizer_type,
-                              self.vocab_size, self.read_options["field"], self.read_options["encoding"])  # fmt: skip
+        prepare_run_tokenizer(
+            self.tokenizer_dir(),
+            resolve_files(self.require("train")),
+            self.tokenizer_type,
+            self.vocab_size,
+            self.read_options["field"],
+            self.read_options["encoding"],
+        )
 
     def next_sentence(self) -> bool:
         """Whether the module trains next-sentence prediction (`--model.next_sentence`)."""
@@ -90,12 +96,11 @@ class MaskedLMData(TaskDataModule):
         if self.val_path:
             self.datasets["val"] = self._rows(read_text(self.val_path, **self.read_options), "val")
             if need_train:
-                self.datasets["train"] = self._rows(
-                    read_text(self.require("train"), **self.read_options), "train"
-                )
+                self.datasets["train"] = self._rows(read_text(self.require("train"), **self.read_options), "train")
             return
-        train, val = train_val_split(read_text(self.require("train"), **self.read_options), self.val_fraction,
-                                     self.seed)  # fmt: skip
+        train, val = train_val_split(
+            read_text(self.require("train"), **self.read_options), self.val_fraction, self.seed
+        )
         self.datasets["train"], self.datasets["val"] = self._rows(train, "train"), self._rows(val, "val")
 
     def _rows(self, texts: Any, split: str) -> list[dict]:
@@ -112,8 +117,7 @@ class MaskedLMData(TaskDataModule):
             rows = single_rows(documents, cls_id, sep_id, self.max_length)
         if not rows:
             raise ValueError(f"the {split} data gives no rows: its documents hold no text to mask")
-        log.info("%s: %d documents -> %d rows of at most %d tokens", split, len(documents), len(rows),
-                 self.max_length)  # fmt: skip
+        log.info("%s: %d documents -> %d rows of at most %d tokens", split, len(documents), len(rows), self.max_length)
         if split != "train":
             rows = [{**row, "mask_seed": self.seed + i} for i, row in enumerate(rows)]
         return rows
@@ -124,8 +128,12 @@ class MaskedLMData(TaskDataModule):
         Predict batches are texts in which the user wrote the mask token: encoded as they are, padded.
         """
         if isinstance(rows[0], str):
-            encoded = self.tokenizer(rows, padding=True, truncation=True, max_length=self.max_length,
-                                     return_tensors="pt")  # fmt: skip
-            return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"].bool(),
-                    "texts": rows}  # fmt: skip
+            encoded = self.tokenizer(
+                rows, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+            )
+            return {
+                "input_ids": encoded["input_ids"],
+                "attention_mask": encoded["attention_mask"].bool(),
+                "texts": rows,
+            }
         return self.collator(rows)

@@ -58,17 +58,17 @@ class MaskedLanguageModeling(TaskModule):
             nsp_targets = batch["next_sentence_label"]  # (B,)
             nsp_loss = self.cross_entropy(nsp_logits, nsp_targets)
             nsp_accuracy = (nsp_logits.argmax(-1) == nsp_targets).float().mean()
-            out.update(loss=mlm_loss + nsp_loss, mlm_loss=mlm_loss.detach(), nsp_loss=nsp_loss.detach(),
-                       nsp_accuracy=nsp_accuracy)  # fmt: skip
+            out.update(
+                loss=mlm_loss + nsp_loss,
+                mlm_loss=mlm_loss.detach(),
+                nsp_loss=nsp_loss.detach(),
+                nsp_accuracy=nsp_accuracy,
+            )
         return out
 
     def make_metrics(self) -> dict[str, Metric]:
         """Accuracy over the epoch's masked tokens (one vote per token, not a mean of batch means)."""
-        return {
-            "mlm_accuracy": MulticlassAccuracy(
-                self.net.cfg.vocab_size, average="micro", ignore_index=IGNORE_INDEX
-            )
-        }
+        return {"mlm_accuracy": MulticlassAccuracy(self.net.cfg.vocab_size, average="micro", ignore_index=IGNORE_INDEX)}
 
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> list[dict[str, Any]]:
         """Fill-mask: per text, the `top_k` tokens (with probabilities) for each mask token it holds."""
@@ -80,10 +80,12 @@ class MaskedLanguageModeling(TaskModule):
         out, start = [], 0
         for text, n in zip(batch["texts"], counts, strict=True):
             masks = [
-                [{"token": self.tokenizer.convert_ids_to_tokens(int(i)), "score": round(float(p), 6)}
-                 for p, i in zip(top.values[m], top.indices[m], strict=True)]
+                [
+                    {"token": self.tokenizer.convert_ids_to_tokens(int(i)), "score": round(float(p), 6)}
+                    for p, i in zip(top.values[m], top.indices[m], strict=True)
+                ]
                 for m in range(start, start + n)
-            ]  # fmt: skip
+            ]
             out.append({"text": text, "masks": masks})
             start += n
         return out
@@ -93,13 +95,11 @@ class MaskedLanguageModeling(TaskModule):
         return int(batch["attention_mask"].sum())
 
     def flop_costs(self, net: nn.Module) -> dict[str, TokenCost]:
-        """Every token passes the encoder (and the NSP head, counted per token: it is small); only masked ones the head."""
+        """Every token passes the encoder (and the NSP head, counted per token: small); only masked ones the head."""
         return {"encoder": token_cost(net, exclude=("head",)), "head": token_cost(net.head)}
 
     def batch_flops(self, batch: dict[str, Tensor], costs: dict[str, TokenCost]) -> float:
         """Real tokens through the encoder over their mean row length; masked tokens through the vocabulary head."""
         tokens = self.batch_tokens(batch)
         masked = int((batch["labels"] != IGNORE_INDEX).sum())
-        return costs["encoder"].flops(tokens, tokens / batch["input_ids"].shape[0]) + costs["head"].flops(
-            masked, 0
-        )
+        return costs["encoder"].flops(tokens, tokens / batch["input_ids"].shape[0]) + costs["head"].flops(masked, 0)

@@ -46,9 +46,7 @@ def split_sentences(text: str) -> list[str]:
     return [s for line in text.splitlines() for s in SENTENCE_END.split(line.strip()) if s]
 
 
-def tokenize_documents(
-    texts: Iterable[str], tokenizer: Any, max_tokens: int, batch_size: int = 1000
-) -> list[Document]:
+def tokenize_documents(texts: Iterable[str], tokenizer: Any, max_tokens: int, batch_size: int = 1000) -> list[Document]:
     """Tokenize each document's sentences (no special tokens); sentences over max_tokens are cut in pieces."""
     documents: list[Document] = []
     batch: list[str] = []
@@ -108,9 +106,7 @@ def single_rows(documents: list[Document], cls_id: int, sep_id: int, max_length:
     return rows
 
 
-def pair_rows(
-    documents: list[Document], cls_id: int, sep_id: int, max_length: int, rng: random.Random
-) -> list[dict]:
+def pair_rows(documents: list[Document], cls_id: int, sep_id: int, max_length: int, rng: random.Random) -> list[dict]:
     """`[CLS] A [SEP] B [SEP]` rows with segment ids and a next_sentence_label, 50% real next, 50% random."""
     rows = []
     budget = max_length - 3

@@ -35,8 +35,9 @@ class Seq2SeqData(TaskDataModule):
     `**kwargs`.
 
     `objective: span_corruption` pretrains on plain text instead (T5's objective): `train_path` holds text or
-    JSONL (`text_field`, or a list of fields each read as texts), cut into chunks that fit `max_source_length`; the run's tokenizer then reserves
-    `extra_ids` sentinels, and batches are corrupted anew each epoch (validation rows always the same way).
+    JSONL (`text_field`, or a list of fields each read as texts), cut into chunks that fit `max_source_length`;
+    the run's tokenizer then reserves `extra_ids` sentinels, and batches are corrupted anew
+    each epoch (validation rows always the same way).
     """
 
     def __init__(
@@ -91,8 +92,9 @@ class Seq2SeqData(TaskDataModule):
         else:
             texts, extra_ids = [t for pair in self.training_pairs() for t in (pair.source, pair.target)], 0
         _write_if_changed(corpus, "".join(text.replace("\n", " ") + "\n" for text in texts))
-        prepare_run_tokenizer(self.tokenizer_dir(), [corpus], self.tokenizer_type, self.vocab_size, "text", "utf-8",
-                              extra_ids=extra_ids)  # fmt: skip
+        prepare_run_tokenizer(
+            self.tokenizer_dir(), [corpus], self.tokenizer_type, self.vocab_size, "text", "utf-8", extra_ids=extra_ids
+        )
 
     def load_run_tokenizer(self) -> Any:
         """The configured tokenizer, else the init_from source's, else the one trained into the run directory."""
@@ -150,7 +152,10 @@ class Seq2SeqData(TaskDataModule):
                     self.datasets["train"] = self.encode(self.training_pairs(), "training data")
             else:
                 train, val = train_val_split(self.training_pairs(), self.val_fraction, self.seed)
-                self.datasets["train"], self.datasets["val"] = self.encode(train, "training data"), self.encode(val, "validation split")
+                self.datasets["train"], self.datasets["val"] = (
+                    self.encode(train, "training data"),
+                    self.encode(val, "validation split"),
+                )
         if stage == "test":
             self.datasets["test"] = self.encode(self.read(self.require("test"), self.source_prefix), self.test_path)
         if stage == "predict":
@@ -161,13 +166,19 @@ class Seq2SeqData(TaskDataModule):
         """Chunks of the text files; validation (and test) chunks carry a seed that fixes their corruption."""
         if stage in ("fit", "validate") and "val" not in self.datasets:
             if self.val_path:
-                self.datasets["train"], self.datasets["val"] = self.chunks(self.require("train")), self.chunks(self.val_path)
+                self.datasets["train"], self.datasets["val"] = (
+                    self.chunks(self.require("train")),
+                    self.chunks(self.val_path),
+                )
             else:
                 self.datasets["train"], self.datasets["val"] = train_val_split(
-                    self.chunks(self.require("train")), self.val_fraction, self.seed)  # fmt: skip
+                    self.chunks(self.require("train")), self.val_fraction, self.seed
+                )
             self.datasets["val"] = [{**row, "noise_seed": i} for i, row in enumerate(self.datasets["val"])]
         if stage == "test":
-            self.datasets["test"] = [{**row, "noise_seed": i} for i, row in enumerate(self.chunks(self.require("test")))]
+            self.datasets["test"] = [
+                {**row, "noise_seed": i} for i, row in enumerate(self.chunks(self.require("test")))
+            ]
 
     def chunks(self, path: str) -> list[Row]:
         """Token chunks of every text, each short enough that its corrupted input (+ sentinels, EOS) fits."""
@@ -190,9 +201,15 @@ class Seq2SeqData(TaskDataModule):
                 row["labels"] = self._truncate(self._target_ids(target), self.max_target_length, long, 1)
             rows.append(row)
         if any(long):
-            log.warning("%s: truncated %d of %d sources to max_source_length=%d and %d targets to "
-                        "max_target_length=%d tokens", what, long[0], len(pairs), self.max_source_length, long[1],
-                        self.max_target_length)  # fmt: skip
+            log.warning(
+                "%s: truncated %d of %d sources to max_source_length=%d and %d targets to max_target_length=%d tokens",
+                what,
+                long[0],
+                len(pairs),
+                self.max_source_length,
+                long[1],
+                self.max_target_length,
+            )
         return rows
 
     def _target_ids(self, ids: list[int]) -> list[int]:

@@ -85,8 +85,9 @@ class Seq2Seq(TaskModule):
     # --- loss ----------------------------------------------------------------------------------------
     def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
         """Teacher-forced cross-entropy over the (B, T) labels; -100 (padding) is ignored."""
-        logits = self.net(batch["input_ids"], batch["decoder_input_ids"], batch["attention_mask"],
-                          batch["decoder_attention_mask"])  # (B, T, V)  # fmt: skip
+        logits = self.net(
+            batch["input_ids"], batch["decoder_input_ids"], batch["attention_mask"], batch["decoder_attention_mask"]
+        )  # (B, T, V)
         return {"loss": self.cross_entropy(logits, batch["labels"])}
 
     def batch_tokens(self, batch: dict[str, Tensor]) -> int:
@@ -95,13 +96,18 @@ class Seq2Seq(TaskModule):
 
     def flop_costs(self, net: nn.Module) -> dict[str, TokenCost]:
         """A source token passes the encoder; a target token the decoder (its cross-attention too) and the LM head."""
-        return {"source": token_cost(net, exclude=("decoder", "lm_head")), "target": token_cost(net, exclude=("encoder",))}
+        return {
+            "source": token_cost(net, exclude=("decoder", "lm_head")),
+            "target": token_cost(net, exclude=("encoder",)),
+        }
 
     def batch_flops(self, batch: dict[str, Tensor], costs: dict[str, TokenCost]) -> float:
         """Source tokens through the encoder, target tokens through the decoder over the source (mean lengths)."""
         rows = batch["input_ids"].shape[0]
         source, target = int(batch["attention_mask"].sum()), int(batch["decoder_attention_mask"].sum())
-        return costs["source"].flops(source, source / rows) + costs["target"].flops(target, target / rows, source / rows)
+        return costs["source"].flops(source, source / rows) + costs["target"].flops(
+            target, target / rows, source / rows
+        )
 
     # --- generation metrics --------------------------------------------------------------------------
     def on_fit_start(self) -> None:
@@ -145,8 +151,14 @@ class Seq2Seq(TaskModule):
         hypotheses = self.generate(batch["source"])
         for name, metric in self.generation_scores[stage].items():
             metric.update(hypotheses, batch["target"])
-            self.log(f"{stage}/{name}", metric, on_step=False, on_epoch=True, batch_size=len(hypotheses),
-                     metric_attribute=f"generation_scores.{stage}.{name}")  # fmt: skip
+            self.log(
+                f"{stage}/{name}",
+                metric,
+                on_step=False,
+                on_epoch=True,
+                batch_size=len(hypotheses),
+                metric_attribute=f"generation_scores.{stage}.{name}",
+            )
         room = self.table_rows - len(self.table)
         rows = zip(batch["source"], batch["target"], hypotheses, strict=True)
         self.table += [[self.global_step, *row] for row in list(rows)[: max(room, 0)]]

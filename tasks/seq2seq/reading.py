@@ -57,8 +57,7 @@ def read_parallel(source_path: str, target_path: str, prefix: str, encoding: str
     targets = _lines(target_path, encoding)
     if len(sources) != len(targets):
         raise DataError(
-            f"parallel files differ in length: {source_path} has {len(sources)} lines, "
-            f"{target_path} has {len(targets)}"
+            f"parallel files differ in length: {source_path} has {len(sources)} lines, {target_path} has {len(targets)}"
         )
     pairs = []
     for (number, source), (_, target) in zip(sources, targets, strict=True):

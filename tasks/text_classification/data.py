@@ -45,7 +45,12 @@ class TextClassificationData(TaskDataModule):
     ) -> None:
         super().__init__(**kwargs)
         self.save_hyperparameters()
-        self.format, self.text_field, self.pair_field, self.label_field = format, text_field, text_pair_field, label_field
+        self.format, self.text_field, self.pair_field, self.label_field = (
+            format,
+            text_field,
+            text_pair_field,
+            label_field,
+        )
         self.encoding, self.multi_label, self.label_separator = encoding, multi_label, label_separator
         self.fixed_labels, self.max_length, self.bucket = labels, max_length, bucket
         self.tokenizer_type, self.vocab_size = tokenizer_type, vocab_size
@@ -60,8 +65,14 @@ class TextClassificationData(TaskDataModule):
         """Train the run's tokenizer unless one is configured or the init_from source brings its own."""
         if self.tokenizer_path or self.init_from():
             return
-        prepare_run_tokenizer(self.run_dir() / "tokenizer", resolve_files(self.require("train")), self.tokenizer_type,
-                              self.vocab_size, self.text_field, self.encoding)  # fmt: skip
+        prepare_run_tokenizer(
+            self.run_dir() / "tokenizer",
+            resolve_files(self.require("train")),
+            self.tokenizer_type,
+            self.vocab_size,
+            self.text_field,
+            self.encoding,
+        )
 
     # --- splits --------------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -139,8 +150,13 @@ class TextClassificationData(TaskDataModule):
         long = [i for i, ids in enumerate(full) if len(ids) > self.max_length]
         out = self.tokenizer(texts, pairs, truncation=bool(long), max_length=self.max_length if long else None)
         if long:
-            log.warning("%s: %d of %d rows are longer than max_length=%d tokens and were truncated", path,
-                        len(long), len(texts), self.max_length)  # fmt: skip
+            log.warning(
+                "%s: %d of %d rows are longer than max_length=%d tokens and were truncated",
+                path,
+                len(long),
+                len(texts),
+                self.max_length,
+            )
         # segment ids from the tokenizer's own template (its type ids), whether or not it returns them itself
         types = [e.type_ids for e in out.encodings] if out.encodings else out.get("token_type_ids")
         types = types or [[0] * len(ids) for ids in out["input_ids"]]
@@ -170,4 +186,3 @@ def _text(record: dict[str, Any], field: str, where: tuple[str, int]) -> str:
     if not text.strip():
         raise DataError(f"empty text in field {field!r}", *where)
     return text
-

@@ -77,8 +77,7 @@ class TokenClassificationData(TaskDataModule):
         sentences = self.read(self.require("train"))
         words = self.run_dir() / "tokenizer_data" / WORDS_FILE
         _write_if_changed(words, "".join(join_words(s.tokens, self.word_split) + "\n" for s in sentences))
-        prepare_run_tokenizer(self.tokenizer_dir(), [words], self.tokenizer_type, self.vocab_size, "text",
-                              "utf-8")  # fmt: skip
+        prepare_run_tokenizer(self.tokenizer_dir(), [words], self.tokenizer_type, self.vocab_size, "text", "utf-8")
 
     # --- splits --------------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -97,8 +96,9 @@ class TokenClassificationData(TaskDataModule):
     def read(self, path: str, labelled: bool = True) -> list[TaggedSentence]:
         """The sentences of a file (or files), tags checked against the scheme and made canonical."""
         check = (lambda tag: tag_problem(tag, self.tag_scheme)) if labelled else None  # to predict, tags are unused
-        sentences = read_sentences(path, self.format, labelled, check, self.encoding, word_split=self.word_split,
-                                   **self.fields)  # fmt: skip
+        sentences = read_sentences(
+            path, self.format, labelled, check, self.encoding, word_split=self.word_split, **self.fields
+        )
         for sentence in sentences:
             if sentence.tags is not None:
                 sentence.tags = to_canonical(sentence.tags, self.tag_scheme)
@@ -130,10 +130,15 @@ class TokenClassificationData(TaskDataModule):
         rows: list[Row] = []
         for number, sentence in enumerate(sentences):
             words = None if predict else list(range(len(sentence.tokens)))
-            for window in sentence_windows(self.tokenizer, sentence.tokens, words, self.max_length, self.stride,
-                                           self.label_all_subwords):  # fmt: skip
-                row: Row = {"input_ids": window.input_ids, "word_labels": window.labels,
-                            "word_index": window.word_index, "sentence": number}  # fmt: skip
+            for window in sentence_windows(
+                self.tokenizer, sentence.tokens, words, self.max_length, self.stride, self.label_all_subwords
+            ):
+                row: Row = {
+                    "input_ids": window.input_ids,
+                    "word_labels": window.labels,
+                    "word_index": window.word_index,
+                    "sentence": number,
+                }
                 if predict:
                     row["labels"], row["record"], row["words"] = window.labels, sentence.fields, sentence.tokens
                 rows.append(row)
@@ -144,7 +149,9 @@ class TokenClassificationData(TaskDataModule):
         """Padded windows; `sentence` numbered within the batch; one record and word list per sentence."""
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         keep = ("input_ids", "labels", "word_index")
-        batch = PaddingCollator(pad_id, pad_values={"word_index": IGNORE_INDEX})([{k: r[k] for k in keep} for r in rows])
+        batch = PaddingCollator(pad_id, pad_values={"word_index": IGNORE_INDEX})(
+            [{k: r[k] for k in keep} for r in rows]
+        )
         order = list(dict.fromkeys(r["sentence"] for r in rows))
         local = {s: i for i, s in enumerate(order)}
         batch["token_type_ids"] = batch["input_ids"].new_zeros(batch["input_ids"].shape)  # (B, T) one segment

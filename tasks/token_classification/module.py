@@ -90,8 +90,11 @@ class TokenClassification(LabelledTask, TaskModule):
         names = [str(v) for _, v in sorted((int(k), v) for k, v in (model.hf_config.get("id2label") or {}).items())]
         generic = names == [f"LABEL_{i}" for i in range(len(names))] or not names
         if head.classifier.out_features != len(self.vocabulary) or not (generic or names == self.vocabulary.names):
-            log.info("%s: its classifier's labels %s are not this data's tags: the head starts fresh", source,
-                     names or head.classifier.out_features)  # fmt: skip
+            log.info(
+                "%s: its classifier's labels %s are not this data's tags: the head starts fresh",
+                source,
+                names or head.classifier.out_features,
+            )
             return
         self.net.head.load_state_dict(head.state_dict())
         log.info("%s: kept its token classifier (%d labels)", source, len(self.vocabulary))
@@ -137,8 +140,9 @@ class TokenClassification(LabelledTask, TaskModule):
         if self.decode == "argmax":
             return scores.argmax(-1).masked_fill(~mask, IGNORE_INDEX)  # (S, W)
         if self.transitions is None or self.transitions[0].device != scores.device:
-            self.transitions = tuple(t.to(scores.device) for t in allowed_transitions(self.vocabulary.names,
-                                                                                     self.scheme))  # fmt: skip
+            self.transitions = tuple(
+                t.to(scores.device) for t in allowed_transitions(self.vocabulary.names, self.scheme)
+            )
         start, trans, end = self.transitions
         return constrained_decode(scores, mask, trans, start, end)
 
@@ -177,8 +181,15 @@ class TokenClassification(LabelledTask, TaskModule):
         for name, _, _, f1, _ in rows:
             if not name.endswith(" avg"):
                 self.log(f"test/entity_f1/{name}", f1, rank_zero_only=True)
-        write_table(self.trainer.default_root_dir, "test_entities", REPORT_COLUMNS, rows,
-                    logger=wandb_logger(self.loggers), key="test/entities", step=self.global_step)  # fmt: skip
+        write_table(
+            self.trainer.default_root_dir,
+            "test_entities",
+            REPORT_COLUMNS,
+            rows,
+            logger=wandb_logger(self.loggers),
+            key="test/entities",
+            step=self.global_step,
+        )
 
     # --- prediction ----------------------------------------------------------------------------------
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> list[dict[str, Any]]:
@@ -188,8 +199,9 @@ class TokenClassification(LabelledTask, TaskModule):
         out = []
         for record, words, ids in zip(batch["records"], batch["words"], preds.tolist(), strict=True):
             tags = [self.vocabulary.names[i] for i in ids[: len(words)]]
-            entities = [{"type": kind, "start": start, "end": end,
-                         "text": join_words(words[start:end], batch["word_split"])}
-                        for kind, start, end in entity_spans(tags, self.scheme)]  # fmt: skip
+            entities = [
+                {"type": kind, "start": start, "end": end, "text": join_words(words[start:end], batch["word_split"])}
+                for kind, start, end in entity_spans(tags, self.scheme)
+            ]
             out.append({**record, "tokens": words, "tags": tags, "entities": entities})
         return out

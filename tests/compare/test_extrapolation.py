@@ -46,9 +46,7 @@ def best_val_loss(run_dir: Path) -> float:
 
 
 @pytest.mark.parametrize("position", ["rotary", "sinusoidal"])
-def test_positions_computed_from_length_extrapolate(
-    tmp_path: Path, corpus: tuple[Path, Path], position: str
-) -> None:
+def test_positions_computed_from_length_extrapolate(tmp_path: Path, corpus: tuple[Path, Path], position: str) -> None:
     """Rotary and sinusoidal models give a finite loss at 1x, 2x and 4x; 1x is the run's own best val/loss."""
     run_dir = train_lm(tmp_path, corpus, position)
     losses = extrapolate(run_dir, [1, 2, 4])

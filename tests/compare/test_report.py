@@ -30,12 +30,22 @@ def fake_run(root: Path, variant: str, seed: int, losses: list[float], **fields:
             writer.writerow([0, step - 1, loss + 0.1, "", ""])
             writer.writerow([0, step, "", loss, 2.0 * step])
     values = {
-        "params": 1000, "flops_per_token": 6000.0, "monitor": "val/loss", "monitor_mode": "min",
-        "best": min(losses), "final": losses[-1], "tokens_per_s": 100.0, "mfu": None, "peak_memory_mb": 50.0,
-        "wall_s": 60.0, "steps": 10 * len(losses), "tokens": 640 * len(losses), "test": {"test/loss": losses[-1]},
+        "params": 1000,
+        "flops_per_token": 6000.0,
+        "monitor": "val/loss",
+        "monitor_mode": "min",
+        "best": min(losses),
+        "final": losses[-1],
+        "tokens_per_s": 100.0,
+        "mfu": None,
+        "peak_memory_mb": 50.0,
+        "wall_s": 60.0,
+        "steps": 10 * len(losses),
+        "tokens": 640 * len(losses),
+        "test": {"test/loss": losses[-1]},
         **fields,
-    }  # fmt: skip
-    return RunResult(variant=variant, seed=seed, run_dir=str(run_dir), status="done", **values)  # type: ignore[arg-type]
+    }
+    return RunResult(variant=variant, seed=seed, run_dir=str(run_dir), status="done", **values)  # type: ignore
 
 
 @pytest.fixture
@@ -46,9 +56,14 @@ def results(tmp_path: Path) -> list[RunResult]:
         fake_run(tmp_path, "alibi", 1, [2.1, 1.6, 1.2], tokens_per_s=120.0, wall_s=74.0),
         fake_run(tmp_path, "learned", 0, [2.2, 1.9, 1.7], tokens_per_s=200.0, wall_s=50.0, peak_memory_mb=1637.2),
         fake_run(tmp_path, "learned", 1, [2.3, 2.0, 1.9], tokens_per_s=220.0, wall_s=52.0, peak_memory_mb=1637.0),
-        RunResult(variant="learned", seed=2, run_dir=str(tmp_path / "learned/seed2"), status="failed",
-                  error="RuntimeError: out of memory"),
-    ]  # fmt: skip
+        RunResult(
+            variant="learned",
+            seed=2,
+            run_dir=str(tmp_path / "learned/seed2"),
+            status="failed",
+            error="RuntimeError: out of memory",
+        ),
+    ]
 
 
 def record(payload: bytes) -> wandb_internal_pb2.Record:
@@ -86,9 +101,12 @@ def test_results_csv_has_one_row_per_run(tmp_path: Path, results: list[RunResult
     with (tmp_path / "results.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert [(r["variant"], r["seed"], r["status"]) for r in rows] == [
-        ("alibi", "0", "done"), ("alibi", "1", "done"), ("learned", "0", "done"), ("learned", "1", "done"),
+        ("alibi", "0", "done"),
+        ("alibi", "1", "done"),
+        ("learned", "0", "done"),
+        ("learned", "1", "done"),
         ("learned", "2", "failed"),
-    ]  # fmt: skip
+    ]
     for column in ("params", "best", "final", "test/loss", "tokens_per_s", "peak_memory_mb", "wall_s", "error"):
         assert column in rows[0]
     assert float(rows[1]["best"]) == pytest.approx(1.2)
@@ -118,7 +136,8 @@ def test_results_md_means_stds_and_best(tmp_path: Path, results: list[RunResult]
 def test_higher_monitor_is_better_in_max_mode(tmp_path: Path) -> None:
     """With an accuracy monitor (mode max) the higher mean is the one in bold."""
     results = [
-        fake_run(tmp_path, name, 0, [acc], monitor="val/acc", monitor_mode="max") for name, acc in (("a", 0.7), ("b", 0.9))
+        fake_run(tmp_path, name, 0, [acc], monitor="val/acc", monitor_mode="max")
+        for name, acc in (("a", 0.7), ("b", 0.9))
     ]
     write_report(tmp_path / "out", results, "families", wandb_mode="disabled")
     rows = md_rows((tmp_path / "out" / "results.md").read_text())

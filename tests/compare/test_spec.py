@@ -69,9 +69,7 @@ def test_flags_replace_the_files_budget_and_seeds(tmp_path: Path) -> None:
         ({"peak_tflops": -1}, "peak_tflops: expected a positive number or auto"),
     ],
 )
-def test_mistakes_are_one_line_errors_naming_file_and_key(
-    tmp_path: Path, fields: dict[str, Any], message: str
-) -> None:
+def test_mistakes_are_one_line_errors_naming_file_and_key(tmp_path: Path, fields: dict[str, Any], message: str) -> None:
     """Each mistake is a ConfigError naming the comparison file and what is wrong."""
     path = write_spec(tmp_path, **fields)
     with pytest.raises(ConfigError) as err:

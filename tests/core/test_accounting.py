@@ -104,9 +104,7 @@ def test_token_cost_splits_an_encoder_decoder_by_the_tokens_each_side_sees(tiny_
     assert source.weights + target.weights == token_cost(model).weights
     assert (source.scores, source.cross) == (12 * 2 * inner, 0)  # 2 encoder layers, no cross-attention
     assert (target.scores, target.cross) == (12 * 1 * inner, 12 * 1 * inner)
-    assert target.flops(10, 5, source_length=7) == 10 * (
-        target.weights + target.scores * 5 + target.cross * 7
-    )
+    assert target.flops(10, 5, source_length=7) == 10 * (target.weights + target.scores * 5 + target.cross * 7)
     assert source.weights == 6 * 2 * (4 * d * inner + 2 * d * 64)  # Q, K, V, O and the FFN of 2 layers
 
 

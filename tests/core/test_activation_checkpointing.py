@@ -80,7 +80,9 @@ def test_checkpointing_returns_attention_weights(tiny_model: Factory) -> None:
     inputs = _inputs("causal")
     out, _ = _run(plain, inputs, output_attentions=True, output_hidden_states=True)
     ckpt_out, _ = _run(checkpointed, inputs, output_attentions=True, output_hidden_states=True)
-    for got, expected in zip(ckpt_out.attentions + ckpt_out.hidden_states, out.attentions + out.hidden_states, strict=True):
+    for got, expected in zip(
+        ckpt_out.attentions + ckpt_out.hidden_states, out.attentions + out.hidden_states, strict=True
+    ):
         assert_close(got, expected)
 
 
@@ -131,8 +133,9 @@ def test_cached_decoding_with_checkpointing_equals_full_forward(tiny_model: Fact
             source = torch.randint(1, 100, (2, 6))
             full = model(source, ids)
             memory = model.encode(source).last_hidden_state
-            steps = [model.lm_head(model.decode(ids[:, t : t + 1], memory, cache=cache).last_hidden_state)
-                     for t in range(9)]  # fmt: skip
+            steps = [
+                model.lm_head(model.decode(ids[:, t : t + 1], memory, cache=cache).last_hidden_state) for t in range(9)
+            ]
     assert_close(torch.cat(steps, dim=1), full)
     assert cache.offset == 9 and all(layer.self_kv[0].shape[2] == 9 for layer in cache.layers)
     blocks = [m for m in model.modules() if isinstance(m, stack_module.Block)]

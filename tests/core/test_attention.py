@@ -39,7 +39,7 @@ def _self_masks() -> dict[str, tuple[Tensor | None, bool]]:
         "causal+padding": (combine_masks(LEFT_PADDED, True, 8, 8), False),
         "bias": (bias, False),
         "causal+padding+bias": (mask_to_bias(combine_masks(LEFT_PADDED, True, 8, 8), bias, torch.float32), False),
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize("kind", list(_self_masks()))
@@ -99,9 +99,7 @@ def _run_scenario(model: nn.Module, scenario: str, ids: Tensor) -> Tensor:
         return model.decode(ids[:, :5], memory, RIGHT_PADDED).last_hidden_state
     cache = model.new_cache()  # "cross+cache": cached cross K/V and self K/V at an offset
     chunks = [ids[:, :3], ids[:, 3:4], ids[:, 4:6]]
-    return torch.cat(
-        [model.decode(c, memory, RIGHT_PADDED, cache=cache).last_hidden_state for c in chunks], 1
-    )
+    return torch.cat([model.decode(c, memory, RIGHT_PADDED, cache=cache).last_hidden_state for c in chunks], 1)
 
 
 SCENARIOS = {
@@ -128,9 +126,7 @@ def test_model_sdpa_equals_eager(
     model = tiny_model(SCENARIOS[scenario], position=position, attention="sdpa")
     ids = token_ids(2, 8)
     with torch.no_grad():
-        assert_close(
-            _run_scenario(model, scenario, ids), _run_scenario(eager_twin(model), scenario, ids), **TOL
-        )
+        assert_close(_run_scenario(model, scenario, ids), _run_scenario(eager_twin(model), scenario, ids), **TOL)
 
 
 @pytest.mark.parametrize("position", ["learned", "alibi"])

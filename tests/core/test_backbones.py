@@ -64,9 +64,7 @@ def test_encoder_decoder_layers_default_to_the_encoders(
     assert backbone.cfg.is_encoder_decoder
 
 
-def test_encoder_decoder_features_are_the_encoders_or_the_decoders(
-    tiny_config: Config, token_ids: Ids
-) -> None:
+def test_encoder_decoder_features_are_the_encoders_or_the_decoders(tiny_config: Config, token_ids: Ids) -> None:
     """Without decoder ids: the encoder's output; with them: the decoder attending to that output."""
     backbone = build_backbone(tiny_config(position="relative"), "encoder_decoder").eval()
     src, tgt = token_ids(2, 6), token_ids(2, 4)

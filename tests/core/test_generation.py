@@ -67,8 +67,11 @@ def reference_beam(logprobs: Callable[[Tensor], Tensor], start: Tensor, beams: i
     """Plain beam search without EOS or cache: rescore every hypothesis from scratch each step."""
     hyps = [(start, 0.0)]
     for _ in range(steps):
-        cands = [(torch.cat((seq, tok[None])), score + lp.item()) for seq, score in hyps
-                 for lp, tok in zip(*logprobs(seq).topk(beams), strict=True)]  # fmt: skip
+        cands = [
+            (torch.cat((seq, tok[None])), score + lp.item())
+            for seq, score in hyps
+            for lp, tok in zip(*logprobs(seq).topk(beams), strict=True)
+        ]
         hyps = sorted(cands, key=lambda c: -c[1])[:beams]
     return hyps[0][0]
 
@@ -116,9 +119,7 @@ class PrefixSumLM(nn.Module):
         """One cache layer holding each row's running sum."""
         return KVCache.empty(1)
 
-    def forward_features(
-        self, input_ids: Tensor, mask: Tensor | None, cache: KVCache, **kw: Tensor
-    ) -> StackOutput:
+    def forward_features(self, input_ids: Tensor, mask: Tensor | None, cache: KVCache, **kw: Tensor) -> StackOutput:
         """(B, T) new ids -> (B, T, V) logits of each prefix's state (pads are 0, so they add nothing)."""
         layer = cache.layers[0]
         sums = input_ids.cumsum(dim=1)  # (B, T)
@@ -205,9 +206,7 @@ def _ragged_batch(lengths: list[int], left: bool) -> tuple[list[Tensor], Tensor,
 @pytest.mark.parametrize("left", [True, False], ids=["left_padded", "right_padded"])
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize("family", ["causal", "seq2seq"])
-def test_padded_batch_equals_single_prompts(
-    family: str, position: str, left: bool, tiny_model: Callable
-) -> None:
+def test_padded_batch_equals_single_prompts(family: str, position: str, left: bool, tiny_model: Callable) -> None:
     model = scramble(tiny_model(family, vocab_size=VOCAB, position=position))
     prompts, ids, mask = _ragged_batch([5, 2, 8], left)
     config = GenerationConfig(max_new_tokens=6)
@@ -266,9 +265,7 @@ def test_top_k_one_sampling_equals_greedy(tiny_model: Callable) -> None:
 def test_eos_stops_row_and_pads_after_it() -> None:
     model = trap_lm()
     prompts = torch.tensor([[BOS], [5]])  # row 0: 3, 5, EOS; row 1: EOS at once
-    out = generate(
-        model, prompts, config=GenerationConfig(max_new_tokens=10, eos_token_id=EOS, pad_token_id=PAD)
-    )
+    out = generate(model, prompts, config=GenerationConfig(max_new_tokens=10, eos_token_id=EOS, pad_token_id=PAD))
     assert out[:, 1:].tolist() == [[3, 5, EOS], [EOS, PAD, PAD]]  # stops once every row is done
 
 
@@ -281,9 +278,7 @@ def test_stop_hook_stops_rows_and_sees_only_new_tokens() -> None:
         seen_widths.append(generated.shape[1])
         return (generated == 5).any(dim=-1)
 
-    out = generate(
-        model, prompts, config=GenerationConfig(max_new_tokens=10, stop=stop_at_five, pad_token_id=PAD)
-    )
+    out = generate(model, prompts, config=GenerationConfig(max_new_tokens=10, stop=stop_at_five, pad_token_id=PAD))
     assert out[:, 1:].tolist() == [[3, 5], [5, PAD]]
     assert seen_widths == [1, 2]
 
@@ -359,9 +354,7 @@ def test_batched_beam_search_equals_per_row(family: str, position: str, tiny_mod
 
 @pytest.mark.parametrize("position", ["learned", "alibi"])
 @pytest.mark.parametrize("family", ["causal", "seq2seq"])
-def test_cached_beam_search_equals_uncached_reference(
-    family: str, position: str, tiny_model: Callable
-) -> None:
+def test_cached_beam_search_equals_uncached_reference(family: str, position: str, tiny_model: Callable) -> None:
     model = scramble(tiny_model(family, vocab_size=VOCAB, position=position), std=0.15)
     prompts, ids, mask = _ragged_batch([3, 5], left=True)
     out = generate(model, ids, mask, GenerationConfig(max_new_tokens=5, num_beams=3, length_penalty=0.0))

@@ -27,7 +27,7 @@ def test_backward_gives_finite_nonzero_gradients(
     """Every parameter of a tiny encoder-decoder gets a finite, non-zero gradient from the LM loss."""
     cfg = tiny_config(
         norm=norm, norm_position=norm_position, activation=activation, position=position, n_decoder_layers=2
-    )  # fmt: skip
+    )
     model = Seq2SeqLM(cfg).train()
     src, tgt = torch.randint(0, 100, (2, 5)), torch.randint(0, 100, (2, 4))
     src_mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
@@ -39,11 +39,14 @@ def test_backward_gives_finite_nonzero_gradients(
         assert param.grad.abs().sum() > 0, name
 
 
-@pytest.mark.parametrize(("norm", "bias", "kind", "n_params"), [
-    ("layernorm", True, nn.LayerNorm, 64),
-    ("layernorm", False, nn.LayerNorm, 32),
-    ("rmsnorm", True, nn.RMSNorm, 32),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("norm", "bias", "kind", "n_params"),
+    [
+        ("layernorm", True, nn.LayerNorm, 64),
+        ("layernorm", False, nn.LayerNorm, 32),
+        ("rmsnorm", True, nn.RMSNorm, 32),
+    ],
+)
 def test_make_norm(tiny_config: Config, norm: str, bias: bool, kind: type, n_params: int) -> None:
     """make_norm builds the configured norm over d_model with the config's epsilon and bias."""
     module = make_norm(tiny_config(norm=norm, bias=bias, norm_eps=1e-7))
@@ -52,13 +55,16 @@ def test_make_norm(tiny_config: Config, norm: str, bias: bool, kind: type, n_par
     assert sum(p.numel() for p in module.parameters()) == n_params
 
 
-@pytest.mark.parametrize(("activation", "fn"), [
-    ("swiglu", F.silu),
-    ("geglu", F.gelu),
-    ("geglu_tanh", lambda x: F.gelu(x, approximate="tanh")),
-    ("relu", F.relu),
-    ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh")),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("activation", "fn"),
+    [
+        ("swiglu", F.silu),
+        ("geglu", F.gelu),
+        ("geglu_tanh", lambda x: F.gelu(x, approximate="tanh")),
+        ("relu", F.relu),
+        ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh")),
+    ],
+)
 def test_feed_forward_matches_its_formula(tiny_config: Config, activation: str, fn: Callable) -> None:
     """Plain: down(act(up x)); gated: down(act(gate) * value) with gate, value the halves of up x."""
     ffn = FeedForward(tiny_config(activation=activation))

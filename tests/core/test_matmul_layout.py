@@ -119,9 +119,7 @@ def forward_backward(x: torch.Tensor, layer: torch.nn.Linear, use_core: bool) ->
 
 
 @pytest.mark.parametrize("pick", ["natural", "transposed", "mixed"])
-def test_linear_gives_the_same_results_in_any_plan(
-    pick: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_linear_gives_the_same_results_in_any_plan(pick: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Whatever the timer picks, the core Linear's output and gradients equal nn.Linear's under bf16 autocast."""
     fastest = {
         "natural": NATURAL,
@@ -153,9 +151,7 @@ def test_bucket_rounds_rows_up_to_a_power_of_two() -> None:
     assert [bucket(m) for m in (1, 2, 3, 1000, 1024, 1025)] == [1, 2, 4, 1024, 1024, 2048]
 
 
-def test_bf16_weights_without_autocast_take_the_chosen_layout(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_bf16_weights_without_autocast_take_the_chosen_layout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """bf16-true (bf16 weights and inputs, no autocast) is a bf16 CPU matmul too: laid out as chosen, same result."""
     calls: list[tuple[str, str]] = []
     fastest = dict.fromkeys(NATURAL, "cr")

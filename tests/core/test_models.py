@@ -175,18 +175,14 @@ def test_causal_lm_cached_decoding_equals_full_forward(
     """Prefill 3 tokens, then 1 at a time: every real position's logits equal the full forward's."""
     model = tiny_model("causal", position=position, attention=backend)
     ids = token_ids(2, 8)
-    mask = (
-        torch.tensor([[True] * 8, [False] * 2 + [True] * 6]) if padded else torch.ones(2, 8, dtype=torch.bool)
-    )
+    mask = torch.tensor([[True] * 8, [False] * 2 + [True] * 6]) if padded else torch.ones(2, 8, dtype=torch.bool)
     with torch.no_grad():
         full = model(ids, mask if padded else None)
         cached = _cached_logits(model, ids, mask if padded else None, prefill=3)
     assert_close(cached[mask], full[mask], **TOL)
 
 
-def _cached_seq2seq_logits(
-    model: nn.Module, src: Tensor, src_mask: Tensor, tgt: Tensor, prefill: int
-) -> Tensor:
+def _cached_seq2seq_logits(model: nn.Module, src: Tensor, src_mask: Tensor, tgt: Tensor, prefill: int) -> Tensor:
     """Decoder logits from prefilling `prefill` target tokens, then one at a time, with a KV cache."""
     memory = model.encode(src, src_mask).last_hidden_state
     cache = model.new_cache()
@@ -206,15 +202,11 @@ def test_seq2seq_cached_decoding_equals_full_forward(
     src, src_mask = _right_pad(token_ids(2, 7), [7, 4])
     tgt = token_ids(2, 6)
     with torch.no_grad():
-        assert_close(
-            _cached_seq2seq_logits(model, src, src_mask, tgt, prefill=2), model(src, tgt, src_mask), **TOL
-        )
+        assert_close(_cached_seq2seq_logits(model, src, src_mask, tgt, prefill=2), model(src, tgt, src_mask), **TOL)
 
 
 VARIANTS: dict[str, dict[str, Any]] = {
-    "t5-style": dict(
-        position="relative", norm="rmsnorm", bias=False, scale_attention=False, activation="relu"
-    ),
+    "t5-style": dict(position="relative", norm="rmsnorm", bias=False, scale_attention=False, activation="relu"),
     "partial-rope": dict(position="rotary", rope_fraction=0.5, activation="swiglu"),
     "post-norm": dict(position="sinusoidal", norm_position="post", scale_embeddings=True),
     "wide-heads": dict(position="alibi", n_heads=3, d_head=8, activation="geglu"),
@@ -300,9 +292,7 @@ def test_cls_pooling_on_a_causal_backbone_is_an_error(tiny_config: Callable[...,
         SequenceClassifier(build_backbone(tiny_config(), "decoder"), 3, pooling="cls")
 
 
-@pytest.mark.parametrize(
-    ("kind", "pooling"), [("encoder", "cls"), ("decoder", "last"), ("encoder_decoder", "mean")]
-)
+@pytest.mark.parametrize(("kind", "pooling"), [("encoder", "cls"), ("decoder", "last"), ("encoder_decoder", "mean")])
 def test_each_backbone_has_its_natural_pooling(
     tiny_config: Callable[..., TransformerConfig], kind: str, pooling: str
 ) -> None:

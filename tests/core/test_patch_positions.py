@@ -8,8 +8,17 @@ from tetraformer.core import ImageEncoder, TransformerConfig
 from tetraformer.core.embeddings import PatchEmbedding
 from tetraformer.core.positions import sinusoidal_2d_table, sinusoidal_table
 
-CFG = TransformerConfig(d_model=16, n_heads=2, n_layers=1, d_ff=32, vocab_size=0, image_size=16, patch_size=4,
-                        n_channels=1, position="sinusoidal")  # fmt: skip
+CFG = TransformerConfig(
+    d_model=16,
+    n_heads=2,
+    n_layers=1,
+    d_ff=32,
+    vocab_size=0,
+    image_size=16,
+    patch_size=4,
+    n_channels=1,
+    position="sinusoidal",
+)
 
 
 def test_cls_is_zero_and_halves_encode_row_and_column() -> None:
@@ -40,6 +49,4 @@ def test_sinusoidal_patch_embedding_has_no_position_weights_and_serves_any_grid(
 def test_learned_positions_unchanged() -> None:
     """A learned-position ViT still keeps its table as weights (HF parity is tested in tests/interop)."""
     encoder = ImageEncoder(CFG.replace(position="learned"))
-    assert (
-        encoder.embed.positions.weight.shape == (17, 16) and "embed.positions.weight" in encoder.state_dict()
-    )
+    assert encoder.embed.positions.weight.shape == (17, 16) and "embed.positions.weight" in encoder.state_dict()

@@ -23,9 +23,35 @@ from tetraformer.core.positions import (
 #   plus 16 when key is after query. causal: exact below 16, else 16 + floor(log(n/16) / log(8) * 16)
 #   capped at 31, with n = max(query - key, 0). E.g. n=50: log(6.25)/log(16)*8 = 5.29 -> 13;
 #   causal n=50: log(3.125)/log(8)*16 = 8.77 -> 24; n=127: 7.98 -> 15 and 15.94 -> 31.
-RELATIVE = [-500, -128, -127, -64, -50, -32, -20, -16, -15, -8, -7, -1, 0, 1, 7, 8, 15, 16, 20, 32, 50, 64, 127, 128, 500]  # fmt: skip
-BIDIRECTIONAL = [15, 15, 15, 14, 13, 12, 10, 10, 9, 8, 7, 1, 0, 17, 23, 24, 25, 26, 26, 28, 29, 30, 31, 31, 31]  # fmt: skip
-CAUSAL = [31, 31, 31, 26, 24, 21, 17, 16, 15, 8, 7, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]  # fmt: skip
+RELATIVE = [
+    -500,
+    -128,
+    -127,
+    -64,
+    -50,
+    -32,
+    -20,
+    -16,
+    -15,
+    -8,
+    -7,
+    -1,
+    0,
+    1,
+    7,
+    8,
+    15,
+    16,
+    20,
+    32,
+    50,
+    64,
+    127,
+    128,
+    500,
+]
+BIDIRECTIONAL = [15, 15, 15, 14, 13, 12, 10, 10, 9, 8, 7, 1, 0, 17, 23, 24, 25, 26, 26, 28, 29, 30, 31, 31, 31]
+CAUSAL = [31, 31, 31, 26, 24, 21, 17, 16, 15, 8, 7, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
 
 
 @pytest.mark.parametrize("dim", [32, 8, 7])
@@ -55,9 +81,7 @@ def test_relative_buckets_match_hand_table(bidirectional: bool, expected: list[i
 
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize(("num_buckets", "max_distance"), [(32, 128), (16, 64), (8, 20)])
-def test_relative_buckets_match_transformers(
-    bidirectional: bool, num_buckets: int, max_distance: int
-) -> None:
+def test_relative_buckets_match_transformers(bidirectional: bool, num_buckets: int, max_distance: int) -> None:
     """Every distance in [-300, 300] lands in the bucket transformers' T5Attention picks."""
     from transformers.models.t5.modeling_t5 import T5Attention
 

@@ -12,11 +12,25 @@ PAD = 0
 def rows() -> list[dict]:
     """Two token-classification rows of lengths 3 and 1, with a scalar, a fixed-size tensor and a string."""
     return [
-        {"input_ids": [5, 6, 7], "token_type_ids": [0, 0, 1], "labels": [1, 2, 3], "id": 4,
-         "pixel": torch.ones(2), "text": "abc", "words": ["a", "b"]},
-        {"input_ids": torch.tensor([8]), "token_type_ids": [0], "labels": [4], "id": 9,
-         "pixel": torch.zeros(2), "text": "d", "words": ["d"]},
-    ]  # fmt: skip
+        {
+            "input_ids": [5, 6, 7],
+            "token_type_ids": [0, 0, 1],
+            "labels": [1, 2, 3],
+            "id": 4,
+            "pixel": torch.ones(2),
+            "text": "abc",
+            "words": ["a", "b"],
+        },
+        {
+            "input_ids": torch.tensor([8]),
+            "token_type_ids": [0],
+            "labels": [4],
+            "id": 9,
+            "pixel": torch.zeros(2),
+            "text": "d",
+            "words": ["d"],
+        },
+    ]
 
 
 def test_right_padding_shapes_masks_and_labels() -> None:

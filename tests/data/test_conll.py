@@ -18,11 +18,13 @@ IOB2 = lambda tag: tag_problem(tag, "IOB2")  # noqa: E731 - the reader's tag che
 
 def test_conll_docstart_columns_tabs_spaces_crlf_trailing_blanks(write: Write) -> None:
     """-DOCSTART- skipped, the tag is the last of any number of columns, tab or space, CRLF, blank lines at the end."""
-    text = ("-DOCSTART- -X- O O\r\n\r\n"
-            "EU NNP B-NP B-ORG\r\nrejects VBZ B-VP O\r\n\r\n"
-            "Peter\tNNP\tB-PER\nBlackburn\tNNP\tI-PER\n\n\n"
-            "-DOCSTART- -X- O O\n\n"
-            "BRUSSELS   B-LOC\n\n\n\n")  # fmt: skip
+    text = (
+        "-DOCSTART- -X- O O\r\n\r\n"
+        "EU NNP B-NP B-ORG\r\nrejects VBZ B-VP O\r\n\r\n"
+        "Peter\tNNP\tB-PER\nBlackburn\tNNP\tI-PER\n\n\n"
+        "-DOCSTART- -X- O O\n\n"
+        "BRUSSELS   B-LOC\n\n\n\n"
+    )
     sentences = read_sentences(write("a.conll", text), check_tag=IOB2)
     assert [s.tokens for s in sentences] == [["EU", "rejects"], ["Peter", "Blackburn"], ["BRUSSELS"]]
     assert [s.tags for s in sentences] == [["B-ORG", "O"], ["B-PER", "I-PER"], ["B-LOC"]]
@@ -41,8 +43,12 @@ def test_jsonl_with_configurable_fields(write: Write) -> None:
     rows = [{"id": 1, "words": ["Anna", "runs"], "labels": ["B-PER", "O"]}]
     path = write("a.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     [sentence] = read_sentences(path, tokens_field="words", tags_field="labels", check_tag=IOB2)
-    assert (sentence.tokens, sentence.tags, sentence.fields["id"], sentence.line) == (["Anna", "runs"],
-                                                                                     ["B-PER", "O"], 1, 1)
+    assert (sentence.tokens, sentence.tags, sentence.fields["id"], sentence.line) == (
+        ["Anna", "runs"],
+        ["B-PER", "O"],
+        1,
+        1,
+    )
 
 
 def test_unlabelled_inputs_for_prediction(write: Write) -> None:
@@ -59,7 +65,13 @@ def test_unlabelled_inputs_for_prediction(write: Write) -> None:
 def test_format_from_suffix() -> None:
     """.conll/.txt/.tsv/.bio are CoNLL, .jsonl/.json JSONL; an unknown suffix names --data.format."""
     assert [sentence_format(f"x{s}") for s in (".conll", ".txt", ".tsv", ".bio", ".jsonl", ".json")] == [
-        "conll", "conll", "conll", "conll", "jsonl", "jsonl"]  # fmt: skip
+        "conll",
+        "conll",
+        "conll",
+        "conll",
+        "jsonl",
+        "jsonl",
+    ]
     with pytest.raises(DataError, match="--data.format"):
         sentence_format("x.parquet")
 

@@ -125,8 +125,10 @@ def test_word_starts_from_fast_tokenizer_word_ids(wordpiece_tokenizer: Any) -> N
 
 def test_collator_pads_masks_and_seeds_evaluation_rows() -> None:
     """Rows are padded (labels -100 on padding); rows with mask_seed get the same masks every time."""
-    rows = [{"input_ids": [CLS, *range(10, 40), SEP], "word_starts": [0] + [1] * 30 + [0]},
-            {"input_ids": [CLS, *range(50, 60), SEP], "word_starts": [0] + [1] * 10 + [0]}]  # fmt: skip
+    rows = [
+        {"input_ids": [CLS, *range(10, 40), SEP], "word_starts": [0] + [1] * 30 + [0]},
+        {"input_ids": [CLS, *range(50, 60), SEP], "word_starts": [0] + [1] * 10 + [0]},
+    ]
     collate = MaskingCollator(masker(mlm_probability=0.5), PAD, whole_word=True)
     out = collate(rows)
     assert out["input_ids"].shape == out["labels"].shape == out["attention_mask"].shape == (2, 32)

@@ -76,7 +76,5 @@ def test_read_records_keeps_required_columns_and_location(write) -> None:
 def test_read_records_rejects_differing_fields_and_types(write) -> None:
     with pytest.raises(DataError, match=r"a\.jsonl:2: fields 'text' differ from 'text', 'label'"):
         read_records(write("a.jsonl", '{"text": "a", "label": 1}\n{"text": "b"}\n'))
-    with pytest.raises(
-        DataError, match=r"b\.jsonl:2: field 'label' is a string here but a number at .*b\.jsonl:1"
-    ):
+    with pytest.raises(DataError, match=r"b\.jsonl:2: field 'label' is a string here but a number at .*b\.jsonl:1"):
         read_records(write("b.jsonl", '{"label": 1}\n{"label": "x"}\n'))

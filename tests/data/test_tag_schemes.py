@@ -33,14 +33,39 @@ INVALID = {
 }
 # CoNLL-2003 style IOB1: I- everywhere, B- only between two adjacent entities of one type
 CONLL_IOB1 = [
-    ("U.N.", "I-ORG"), ("official", "O"), ("Ekeus", "I-PER"), ("heads", "O"), ("for", "O"),
-    ("Baghdad", "I-LOC"), (".", "O"), ("Germany", "I-LOC"), ("France", "B-LOC"), ("New", "I-LOC"),
-    ("York", "I-LOC"), ("Peter", "I-PER"), ("Blackburn", "I-PER"), ("EU", "I-ORG"), ("German", "I-MISC"),
-]  # fmt: skip
+    ("U.N.", "I-ORG"),
+    ("official", "O"),
+    ("Ekeus", "I-PER"),
+    ("heads", "O"),
+    ("for", "O"),
+    ("Baghdad", "I-LOC"),
+    (".", "O"),
+    ("Germany", "I-LOC"),
+    ("France", "B-LOC"),
+    ("New", "I-LOC"),
+    ("York", "I-LOC"),
+    ("Peter", "I-PER"),
+    ("Blackburn", "I-PER"),
+    ("EU", "I-ORG"),
+    ("German", "I-MISC"),
+]
 CONLL_IOB2 = [
-    "B-ORG", "O", "B-PER", "O", "O", "B-LOC", "O", "B-LOC", "B-LOC", "I-LOC", "I-LOC", "B-PER", "I-PER",
-    "B-ORG", "B-MISC",
-]  # fmt: skip
+    "B-ORG",
+    "O",
+    "B-PER",
+    "O",
+    "O",
+    "B-LOC",
+    "O",
+    "B-LOC",
+    "B-LOC",
+    "I-LOC",
+    "I-LOC",
+    "B-PER",
+    "I-PER",
+    "B-ORG",
+    "B-MISC",
+]
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -57,7 +82,9 @@ def test_tag_problem_message_and_unknown_scheme() -> None:
     """The message says which forms the scheme has; an unknown scheme lists every scheme."""
     assert tag_problem("E-PER", "IOB2") == "'E-PER' is not an IOB2 tag: IOB2 tags are O, B-TYPE, I-TYPE"
     assert tag_problem("B-PER", "IO") == "'B-PER' is not an IO tag: IO tags are O, I-TYPE"
-    assert tag_problem("L-PER", "BIOES") == "'L-PER' is not a BIOES tag: BIOES tags are O, B-TYPE, I-TYPE, E-TYPE, S-TYPE"
+    assert (
+        tag_problem("L-PER", "BIOES") == "'L-PER' is not a BIOES tag: BIOES tags are O, B-TYPE, I-TYPE, E-TYPE, S-TYPE"
+    )
     with pytest.raises(ValueError, match="IOB1, IOB2, BIOES, IO"):
         tag_problem("O", "BILOU")
 
@@ -99,7 +126,7 @@ def test_canonical_forms() -> None:
         ("IO", ["I-PER", "I-PER", "I-LOC", "O", "I-LOC"], [("PER", 0, 2), ("LOC", 2, 3), ("LOC", 4, 5)]),
         ("IO", ["O", "O"], []),
     ],
-)  # fmt: skip
+)
 def test_entity_spans_by_hand(scheme: str, tags: list[str], spans: list[tuple[str, int, int]]) -> None:
     """Spans are (type, start, end-exclusive) word indices, read as the scheme means them."""
     assert entity_spans(tags, scheme) == spans

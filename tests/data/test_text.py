@@ -67,9 +67,7 @@ def test_jsonl_line_not_json(write) -> None:
 
 def test_jsonl_missing_field_lists_keys(write) -> None:
     path = write("train.jsonl", '{"text": "ok"}\n{"body": "x", "id": 7}\n')
-    with pytest.raises(
-        DataError, match=r"train\.jsonl:2: missing field 'text' \(keys present: 'body', 'id'\)"
-    ):
+    with pytest.raises(DataError, match=r"train\.jsonl:2: missing field 'text' \(keys present: 'body', 'id'\)"):
         read_text(path)
 
 
@@ -96,9 +94,7 @@ def test_edited_file_is_read_again_not_served_from_cache(write) -> None:
 
 def test_unknown_options_are_value_errors(write) -> None:
     path = write("a.txt", "x\n")
-    with pytest.raises(
-        ValueError, match="unknown documents 'sentence'; expected one of file, paragraph, line"
-    ):
+    with pytest.raises(ValueError, match="unknown documents 'sentence'; expected one of file, paragraph, line"):
         read_text(path, documents="sentence")
     with pytest.raises(ValueError, match="unknown format 'xml'"):
         read_text(path, format="xml")

@@ -105,9 +105,7 @@ def test_missing_tokenizer_paths(tmp_path) -> None:
         load_tokenizer(tmp_path / "nope")
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "notes.md").write_text("x")
-    with pytest.raises(
-        DataError, match=r"empty: no tokenizer.json or tokenizer_config.json .*found: notes.md"
-    ):
+    with pytest.raises(DataError, match=r"empty: no tokenizer.json or tokenizer_config.json .*found: notes.md"):
         load_tokenizer(tmp_path / "empty")
 
 
@@ -117,9 +115,7 @@ def test_malformed_tokenizer_json(write) -> None:
 
 
 def test_unknown_kind(corpus, tmp_path) -> None:
-    with pytest.raises(
-        ValueError, match="unknown tokenizer kind 'sentencepiece'; expected one of bpe, wordpiece"
-    ):
+    with pytest.raises(ValueError, match="unknown tokenizer kind 'sentencepiece'; expected one of bpe, wordpiece"):
         train_tokenizer(corpus, "sentencepiece", 100, tmp_path)
 
 
@@ -137,7 +133,12 @@ def test_extra_ids_reserve_t5_sentinels(kind, corpus, tmp_path) -> None:
     assert sentinel_ids(tok) == sentinel_ids(tok, 3) == [5, 6, 7]
     assert sentinel_ids(tok, 2) == [5, 6]
     assert (tok.pad_token_id, tok.unk_token_id, tok.bos_token_id, tok.eos_token_id, tok.mask_token_id) == (
-        0, 1, 2, 3, 4)  # fmt: skip
+        0,
+        1,
+        2,
+        3,
+        4,
+    )
     assert {5, 6, 7} <= set(tok.all_special_ids) and len(tok) <= SIZES[kind]
     assert not {5, 6, 7} & set(tok(CORPUS)["input_ids"])
     ids = tok("the <extra_id_2> fox", add_special_tokens=False)["input_ids"]

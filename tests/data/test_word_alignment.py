@@ -96,8 +96,11 @@ def test_gather_words_reassembles_sentences_from_windows_of_a_batch(tokenizer) -
 def test_sentence_batches_never_split_a_sentence() -> None:
     """Every batch holds all windows of its sentences; every row is used once; shuffled orders differ by epoch."""
     sentence_of = [0, 0, 1, 2, 2, 2, 3, 4, 5, 5]
-    for sampler in (SentenceBatches(sentence_of, 2), SentenceBatches(sentence_of, 2, shuffle=True, seed=1),
-                    SentenceBatches(sentence_of, 2, True, lengths=list(range(10)), seed=1)):  # fmt: skip
+    for sampler in (
+        SentenceBatches(sentence_of, 2),
+        SentenceBatches(sentence_of, 2, shuffle=True, seed=1),
+        SentenceBatches(sentence_of, 2, True, lengths=list(range(10)), seed=1),
+    ):
         batches = list(sampler)
         assert sorted(r for b in batches for r in b) == list(range(10)) and len(batches) == len(sampler) == 3
         for b in batches:

@@ -28,9 +28,13 @@ from tetraformer.interop.bert import HFBertForSequenceClassification
 from tetraformer.interop.convert import export_network
 
 BASE: dict[str, Any] = dict(
-    vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+    vocab_size=100,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
     max_position_embeddings=64,
-)  # fmt: skip
+)
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "base": ("BertModel", {}),
     "base-relu-eps1e-2": ("BertModel", dict(hidden_act="relu", layer_norm_eps=1e-2)),
@@ -44,7 +48,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "BertForTokenClassification",
         dict(num_labels=2, hidden_size=48, num_attention_heads=4, intermediate_size=80, hidden_act="relu"),
     ),
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -104,16 +108,16 @@ def test_bin_checkpoint_loads(tmp_path: Path) -> None:
     assert diff(hf_model, load_hf(bin_checkpoint(hf_model, tmp_path)), batch()) < TOL
 
 
-def test_legacy_checkpoint_with_extra_heads_loads_and_logs(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_legacy_checkpoint_with_extra_heads_loads_and_logs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """TF-era names (gamma/beta), a tied decoder copy, buffers and an NSP head: loads, reports the NSP head."""
     hf_model = make_hf("mlm")
     embedding = hf_model.bert.embeddings.word_embeddings.weight.detach()
 
     def legacy(weights: dict[str, Tensor]) -> dict[str, Tensor]:
-        tf_names = {k.replace(".weight", ".gamma").replace(".bias", ".beta") if "LayerNorm" in k else k: v
-                    for k, v in weights.items()}  # fmt: skip
+        tf_names = {
+            k.replace(".weight", ".gamma").replace(".bias", ".beta") if "LayerNorm" in k else k: v
+            for k, v in weights.items()
+        }
         return {
             **tf_names,
             "cls.predictions.decoder.weight": embedding.clone(),  # .bin files held tied copies
@@ -143,12 +147,8 @@ def test_base_model_without_pooler(tmp_path: Path) -> None:
 
 def test_platform_encoder_exports_as_a_classifier(tmp_path: Path) -> None:
     """A TextEncoder built here, with a fresh classifier, exports to a directory transformers reads alike."""
-    cfg = TransformerConfig.preset(
-        "bert-base", d_model=32, n_heads=4, n_layers=2, d_ff=48, vocab_size=100, max_len=32
-    )
-    ours = HFBertForSequenceClassification(
-        TextEncoder(cfg), {"id2label": {0: "neg", 1: "pos", 2: "mixed"}}
-    ).eval()
+    cfg = TransformerConfig.preset("bert-base", d_model=32, n_heads=4, n_layers=2, d_ff=48, vocab_size=100, max_len=32)
+    ours = HFBertForSequenceClassification(TextEncoder(cfg), {"id2label": {0: "neg", 1: "pos", 2: "mixed"}}).eval()
     reloaded = transformers.BertForSequenceClassification.from_pretrained(save_hf(ours, tmp_path)).eval()
     assert reloaded.config.id2label == {0: "neg", 1: "pos", 2: "mixed"}
     assert diff(reloaded, ours, batch()) < TOL
@@ -159,9 +159,7 @@ NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 
 def test_token_classifier_exports_as_bert_for_token_classification(tmp_path: Path) -> None:
     """A random core TokenClassifier exports with its tag names; transformers gives its logits on a padded batch."""
-    cfg = TransformerConfig.preset(
-        "bert-base", d_model=32, n_heads=4, n_layers=2, d_ff=48, vocab_size=100, max_len=32
-    )
+    cfg = TransformerConfig.preset("bert-base", d_model=32, n_heads=4, n_layers=2, d_ff=48, vocab_size=100, max_len=32)
     net = TokenClassifier(TextEncoder(cfg), len(NER_LABELS)).eval()
     with torch.no_grad():
         for param in net.parameters():  # biases and norms too, so a swapped or dropped tensor shows
@@ -173,8 +171,11 @@ def test_token_classifier_exports_as_bert_for_token_classification(tmp_path: Pat
     assert theirs.config.label2id == {name: i for i, name in enumerate(NER_LABELS)}
     inputs = batch()
     with torch.no_grad():
-        ours = ModelOutput(logits=net(inputs["input_ids"], attention_mask=inputs["attention_mask"],
-                                      token_type_ids=inputs["token_type_ids"]))  # fmt: skip
+        ours = ModelOutput(
+            logits=net(
+                inputs["input_ids"], attention_mask=inputs["attention_mask"], token_type_ids=inputs["token_type_ids"]
+            )
+        )
         assert max_diff(theirs.eval()(**inputs), ours) < TOL
     again = save_hf(load_hf(out), tmp_path / "again")  # the names survive an import and a second export
     assert json.loads((again / "config.json").read_text())["id2label"] == {str(i): n for i, n in enumerate(NER_LABELS)}
@@ -199,9 +200,7 @@ def test_hf_token_classifier_imports_with_its_tag_names(tmp_path: Path) -> None:
 def test_pre_norm_encoder_cannot_export_as_bert(tmp_path: Path) -> None:
     """Exporting a model BERT cannot express names the field and both values."""
     cfg = TransformerConfig.preset("tiny", type_vocab_size=2)  # pre-norm, no embedding norm
-    with pytest.raises(
-        InteropError, match=r"cannot export as BERT.*'norm_position': 'pre'.*'norm_position': 'post'"
-    ):
+    with pytest.raises(InteropError, match=r"cannot export as BERT.*'norm_position': 'pre'.*'norm_position': 'post'"):
         save_hf(HFBertForSequenceClassification(TextEncoder(cfg), {}), tmp_path)
 
 
@@ -221,9 +220,7 @@ def test_unsupported_architecture_is_named(tmp_path: Path) -> None:
     path = save(make_hf("base"), tmp_path)
     config = json.loads((path / "config.json").read_text())
     (path / "config.json").write_text(json.dumps({**config, "architectures": ["BertForQuestionAnswering"]}))
-    with pytest.raises(
-        InteropError, match=r"unsupported architecture 'BertForQuestionAnswering'.*'BertModel'"
-    ):
+    with pytest.raises(InteropError, match=r"unsupported architecture 'BertForQuestionAnswering'.*'BertModel'"):
         load_hf(path)
 
 

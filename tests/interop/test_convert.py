@@ -38,12 +38,11 @@ def tokenizer_dir(tmp_path: Path) -> Path:
 def hf_model(path: Path, architecture: str, vocab_size: int = 60) -> Path:
     """A tiny random GPT-2 or BERT model saved without tokenizer files."""
     if architecture.startswith("GPT2"):
-        config = transformers.GPT2Config(
-            vocab_size=vocab_size, n_positions=32, n_embd=16, n_layer=1, n_head=2
-        )
+        config = transformers.GPT2Config(vocab_size=vocab_size, n_positions=32, n_embd=16, n_layer=1, n_head=2)
     else:
-        config = transformers.BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1,
-                                         num_attention_heads=2, intermediate_size=32)  # fmt: skip
+        config = transformers.BertConfig(
+            vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+        )
     getattr(transformers, architecture)(config).save_pretrained(path)
     return path
 
@@ -63,9 +62,7 @@ def test_discovery_reads_only_what_tasks_declare(monkeypatch: pytest.MonkeyPatch
     assert task_for_architecture("GPT2LMHeadModel") is None
 
 
-def test_from_hf_serves_the_declaring_task_with_a_tokenizer_from_elsewhere(
-    tmp_path: Path, tokenizer_dir: Path
-) -> None:
+def test_from_hf_serves_the_declaring_task_with_a_tokenizer_from_elsewhere(tmp_path: Path, tokenizer_dir: Path) -> None:
     """GPT2LMHeadModel -> a LanguageModeling checkpoint; --tokenizer fills in for a source without one."""
     src = hf_model(tmp_path / "gpt2", "GPT2LMHeadModel")
     out = tmp_path / "gpt2.ckpt"

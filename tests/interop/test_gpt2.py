@@ -26,18 +26,25 @@ from tetraformer.interop import InteropError, load_hf, save_hf
 from tetraformer.interop.gpt2 import HFGPT2LMHeadModel
 
 BASE: dict[str, Any] = dict(
-    vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=64,
-    bos_token_id=None, eos_token_id=None, pad_token_id=0,  # no EOS in a 100-token vocabulary: never stop early
-)  # fmt: skip
+    vocab_size=100,
+    n_embd=32,
+    n_layer=2,
+    n_head=2,
+    n_positions=64,
+    bos_token_id=None,
+    eos_token_id=None,
+    pad_token_id=0,  # no EOS in a 100-token vocabulary: never stop early
+)
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "base": ("GPT2Model", {}),
     "base-gelu-eps1e-2-inner48": ("GPT2Model", dict(activation_function="gelu", layer_norm_epsilon=1e-2, n_inner=48)),
     "lm": ("GPT2LMHeadModel", {}),
     "lm-untied-relu": ("GPT2LMHeadModel", dict(tie_word_embeddings=False, activation_function="relu")),
     "lm-unscaled-4heads-fast": (
-        "GPT2LMHeadModel", dict(scale_attn_weights=False, n_head=4, activation_function="gelu_fast"),
+        "GPT2LMHeadModel",
+        dict(scale_attn_weights=False, n_head=4, activation_function="gelu_fast"),
     ),
-}  # fmt: skip
+}
 PADDING = ("none", "right", "left")
 
 
@@ -142,9 +149,7 @@ def test_greedy_decoding_matches_transformers_generate(padding: str, tmp_path: P
 
 def test_platform_decoder_exports_as_gpt2(tmp_path: Path) -> None:
     """A CausalLM built here (the gpt2 preset's architecture) exports to a directory transformers reads alike."""
-    cfg = TransformerConfig.preset(
-        "gpt2", d_model=32, n_heads=2, n_layers=2, d_ff=48, vocab_size=100, max_len=32
-    )
+    cfg = TransformerConfig.preset("gpt2", d_model=32, n_heads=2, n_layers=2, d_ff=48, vocab_size=100, max_len=32)
     ours = HFGPT2LMHeadModel(CausalLM(cfg), {}).eval()
     reloaded = transformers.GPT2LMHeadModel.from_pretrained(save_hf(ours, tmp_path)).eval()
     assert reloaded.config.eos_token_id is None
@@ -154,9 +159,7 @@ def test_platform_decoder_exports_as_gpt2(tmp_path: Path) -> None:
 def test_rotary_decoder_cannot_export_as_gpt2(tmp_path: Path) -> None:
     """Exporting a model GPT-2 cannot express names the field and both values."""
     cfg = TransformerConfig.preset("tiny", position="rotary")
-    with pytest.raises(
-        InteropError, match=r"cannot export as GPT-2.*'position': 'rotary'.*'position': 'learned'"
-    ):
+    with pytest.raises(InteropError, match=r"cannot export as GPT-2.*'position': 'rotary'.*'position': 'learned'"):
         save_hf(HFGPT2LMHeadModel(CausalLM(cfg), {}), tmp_path)
 
 

@@ -17,16 +17,24 @@ from tetraformer.interop.registry import export_name
 
 TINY_HF_CONFIGS = {
     "BERT": lambda: transformers.BertConfig(
-        vocab_size=60, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        vocab_size=60,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
         max_position_embeddings=32,
     ),
     "GPT-2": lambda: transformers.GPT2Config(vocab_size=60, n_positions=32, n_embd=16, n_layer=1, n_head=2),
     "T5": lambda: transformers.T5Config(vocab_size=60, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2),
     "ViT": lambda: transformers.ViTConfig(
-        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, image_size=16,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        image_size=16,
         patch_size=8,
     ),
-}  # fmt: skip
+}
 ARCHITECTURES = sorted(architectures())
 EXPORTS = sorted((arch, export_name(key)) for spec in FAMILIES.values() for key, arch in spec.exports.items())
 
@@ -88,9 +96,7 @@ def test_every_exportable_network_converts(architecture: str, network: str, tmp_
 
 def test_unknown_network_and_foreign_class_are_refused(tmp_path: Path) -> None:
     """A network no family exports, and a class posing as another family's architecture, are named errors."""
-    with pytest.raises(
-        InteropError, match=r"no Hugging Face export for a Linear network \(exportable: .*CausalLM"
-    ):
+    with pytest.raises(InteropError, match=r"no Hugging Face export for a Linear network \(exportable: .*CausalLM"):
         export_class(nn.Linear(2, 2))
 
     class Impostor(HFModel):
@@ -104,9 +110,7 @@ def test_unknown_architecture_lists_the_supported(tmp_path: Path) -> None:
     """config.json naming an architecture no spec has is an error listing every supported one."""
     path = saved_hf_model("GPT2Model", tmp_path / "m")
     config = json.loads((path / "config.json").read_text())
-    (path / "config.json").write_text(
-        json.dumps({**config, "architectures": ["GPT2ForSequenceClassification"]})
-    )
+    (path / "config.json").write_text(json.dumps({**config, "architectures": ["GPT2ForSequenceClassification"]}))
     with pytest.raises(InteropError, match="unsupported architecture 'GPT2ForSequenceClassification'") as err:
         load_hf(path)
     assert all(name in str(err.value) for name in ARCHITECTURES)

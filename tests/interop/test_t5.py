@@ -19,9 +19,16 @@ from tetraformer.interop.t5 import HFT5ForConditionalGeneration
 
 TOL = 1e-4
 BASE: dict[str, Any] = dict(
-    vocab_size=100, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, dropout_rate=0.0,
-    decoder_start_token_id=0, eos_token_id=None,  # no EOS: greedy decoding never stops early
-)  # fmt: skip
+    vocab_size=100,
+    d_model=32,
+    d_kv=8,
+    d_ff=64,
+    num_layers=2,
+    num_heads=4,
+    dropout_rate=0.0,
+    decoder_start_token_id=0,
+    eos_token_id=None,  # no EOS: greedy decoding never stops early
+)
 VARIANTS: dict[str, dict[str, Any]] = {
     "v1.0-relu-tied": dict(feed_forward_proj="relu"),
     "v1.1-gated-gelu-untied": dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False),
@@ -31,7 +38,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         layer_norm_epsilon=1e-3,
         num_decoder_layers=3,
         d_kv=12,
-    ),  # fmt: skip
+    ),
     "gated-silu-2heads": dict(feed_forward_proj="gated-silu", num_heads=2, relative_attention_num_buckets=16),
 }
 
@@ -184,9 +191,19 @@ def test_base_model_exports_as_t5model(tmp_path: Path) -> None:
 def test_a_core_trained_from_scratch_exports_to_transformers(tmp_path: Path, scale_attention: bool) -> None:
     """T5's own unscaled attention, or 1/sqrt(d_head) scores folded into the exported query weights."""
     cfg = TransformerConfig.preset(
-        "t5-small", d_model=32, n_heads=4, d_head=8, n_layers=2, n_decoder_layers=2, d_ff=64, vocab_size=100,
-        dropout=0.0, relative_buckets=8, relative_max_distance=20, scale_attention=scale_attention,
-    )  # fmt: skip
+        "t5-small",
+        d_model=32,
+        n_heads=4,
+        d_head=8,
+        n_layers=2,
+        n_decoder_layers=2,
+        d_ff=64,
+        vocab_size=100,
+        dropout=0.0,
+        relative_buckets=8,
+        relative_max_distance=20,
+        scale_attention=scale_attention,
+    )
     ours = HFT5ForConditionalGeneration(Seq2SeqLM(cfg).eval(), {})
     save_hf(ours, tmp_path)
     exported = transformers.T5ForConditionalGeneration.from_pretrained(tmp_path).eval()
@@ -241,21 +258,28 @@ def test_missing_weights_file_is_named(tmp_path: Path) -> None:
 def test_mismatched_tensor_names_key_and_both_shapes(tmp_path: Path) -> None:
     make_hf(tmp_path, "v1.0-relu-tied")
     edit_weights(tmp_path, encoder__block__1__layer__0__SelfAttention__k__weight=torch.zeros(32, 33))
-    with pytest.raises(InteropError, match=r"'encoder.block.1.layer.0.SelfAttention.k.weight' has shape \(32, 33\), expected \(32, 32\)"):  # fmt: skip
+    with pytest.raises(
+        InteropError,
+        match=r"'encoder.block.1.layer.0.SelfAttention.k.weight' has shape \(32, 33\), expected \(32, 32\)",
+    ):
         load_hf(tmp_path)
 
 
 def test_missing_tensor_is_named(tmp_path: Path) -> None:
     make_hf(tmp_path, "buckets8-dist16-eps1e-3-dec3-dkv12")
     edit_weights(tmp_path, decoder__block__0__layer__0__SelfAttention__relative_attention_bias__weight=None)
-    with pytest.raises(InteropError, match=r"missing tensor 'decoder.block.0.layer.0.SelfAttention.relative_attention_bias"):  # fmt: skip
+    with pytest.raises(
+        InteropError, match=r"missing tensor 'decoder.block.0.layer.0.SelfAttention.relative_attention_bias"
+    ):
         load_hf(tmp_path)
 
 
 def test_unsupported_feed_forward_is_named(tmp_path: Path) -> None:
     make_hf(tmp_path, "v1.0-relu-tied")
     edit_config(tmp_path, feed_forward_proj="gated-relu")
-    with pytest.raises(InteropError, match=r"feed_forward_proj='gated-relu' is not supported; supported: .*'gated-gelu'"):  # fmt: skip
+    with pytest.raises(
+        InteropError, match=r"feed_forward_proj='gated-relu' is not supported; supported: .*'gated-gelu'"
+    ):
         load_hf(tmp_path)
 
 
@@ -272,10 +296,20 @@ def test_t5_init_scheme_draws_transformers_stds(variant: str) -> None:
     hf_cfg = transformers.T5Config(**{**shape, **VARIANTS[variant]})
     torch.manual_seed(0)
     theirs = transformers.T5ForConditionalGeneration(hf_cfg).state_dict()
-    core = Seq2SeqLM(TransformerConfig.preset(
-        "t5-small", d_model=64, n_heads=4, d_head=16, n_layers=2, n_decoder_layers=2, d_ff=256, vocab_size=512,
-        activation="geglu_tanh" if "gated" in variant else "relu", tie_embeddings="tied" in variant,
-    ))  # fmt: skip
+    core = Seq2SeqLM(
+        TransformerConfig.preset(
+            "t5-small",
+            d_model=64,
+            n_heads=4,
+            d_head=16,
+            n_layers=2,
+            n_decoder_layers=2,
+            d_ff=256,
+            vocab_size=512,
+            activation="geglu_tanh" if "gated" in variant else "relu",
+            tie_embeddings="tied" in variant,
+        )
+    )
     ours = HFT5ForConditionalGeneration(core, {}).export_weights()
     for name, tensor in ours.items():
         if tensor.ndim < 2 or name not in theirs:

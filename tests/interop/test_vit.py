@@ -19,10 +19,15 @@ from tetraformer.interop.vit import HFViTModel
 
 TOL = 1e-4
 BASE: dict[str, Any] = dict(
-    hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, image_size=32,
-    patch_size=8, num_channels=3,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    image_size=32,
+    patch_size=8,
+    num_channels=3,
     initializer_range=0.2,  # the default 0.02 leaves attention near uniform, blind to a Q/K mix-up
-)  # fmt: skip
+)
 VARIANTS: dict[str, dict[str, Any]] = {
     "base-gelu-qkv-bias": {},
     "img24-patch4-1ch-no-qkv-bias-gelu-new": dict(
@@ -49,9 +54,7 @@ def jitter(model: nn.Module) -> nn.Module:
     return model
 
 
-def make_hf(
-    path: Path, variant: str, cls: type = transformers.ViTForImageClassification, **kw: Any
-) -> nn.Module:
+def make_hf(path: Path, variant: str, cls: type = transformers.ViTForImageClassification, **kw: Any) -> nn.Module:
     """A random tiny HF ViT (classifiers get five named labels) saved to `path`."""
     labels = dict(id2label=LABELS) if cls is transformers.ViTForImageClassification else {}
     model = jitter(cls(transformers.ViTConfig(**{**BASE, **VARIANTS[variant]}, **labels), **kw))
@@ -147,16 +150,10 @@ def test_export_round_trips_and_transformers_loads_it(tmp_path: Path, variant: s
     again = load_hf(tmp_path / "out")
     mine, theirs = ours.state_dict(), again.state_dict()
     assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
-    auto = (
-        transformers.AutoModelForImageClassification
-        if "Classification" in cls.__name__
-        else transformers.AutoModel
-    )
+    auto = transformers.AutoModelForImageClassification if "Classification" in cls.__name__ else transformers.AutoModel
     exported = auto.from_pretrained(tmp_path / "out").eval()
     assert type(exported) is cls
-    assert (
-        exported.config.qkv_bias == hf.config.qkv_bias and exported.config.hidden_act == hf.config.hidden_act
-    )
+    assert exported.config.qkv_bias == hf.config.qkv_bias and exported.config.hidden_act == hf.config.hidden_act
     x = pixels(hf)
     if cls is transformers.ViTModel:
         assert max_diff(exported(pixel_values=x).pooler_output, hf(pixel_values=x).pooler_output) < TOL
@@ -167,9 +164,7 @@ def test_export_round_trips_and_transformers_loads_it(tmp_path: Path, variant: s
 
 @torch.no_grad()
 def test_a_core_trained_from_scratch_exports_to_transformers(tmp_path: Path) -> None:
-    cfg = TransformerConfig.preset(
-        "vit-b/16", d_model=32, n_heads=4, n_layers=2, d_ff=64, image_size=32, patch_size=8
-    )
+    cfg = TransformerConfig.preset("vit-b/16", d_model=32, n_heads=4, n_layers=2, d_ff=64, image_size=32, patch_size=8)
     ours = HFViTModel(ImageEncoder(cfg).eval(), {}).eval()
     save_hf(ours, tmp_path)
     exported = transformers.ViTModel.from_pretrained(tmp_path).eval()
@@ -198,7 +193,9 @@ def test_mismatched_tensor_names_key_and_both_shapes(tmp_path: Path) -> None:
     weights = load_file(tmp_path / "model.safetensors")
     weights["vit.embeddings.position_embeddings"] = torch.zeros(1, 10, 32)
     save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(InteropError, match=r"'vit.embeddings.position_embeddings' has shape \(10, 32\), expected \(17, 32\)"):  # fmt: skip
+    with pytest.raises(
+        InteropError, match=r"'vit.embeddings.position_embeddings' has shape \(10, 32\), expected \(17, 32\)"
+    ):
         load_hf(tmp_path)
 
 
@@ -207,9 +204,7 @@ def test_missing_qkv_bias_is_named(tmp_path: Path) -> None:
     weights = load_file(tmp_path / "model.safetensors")
     del weights["vit.encoder.layer.1.attention.attention.value.bias"]
     save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(
-        InteropError, match=r"missing tensor 'vit.encoder.layer.1.attention.attention.value.bias'"
-    ):
+    with pytest.raises(InteropError, match=r"missing tensor 'vit.encoder.layer.1.attention.attention.value.bias'"):
         load_hf(tmp_path)
 
 

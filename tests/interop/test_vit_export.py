@@ -20,9 +20,16 @@ from tetraformer.training.checkpoint import load_weights, starting_point
 TOL = 1e-4
 NAMES = ["ant", "bee", "cow", "doe", "elk"]
 SCRATCH = TransformerConfig.preset(
-    "vit-b/16", d_model=32, n_heads=4, n_layers=2, d_ff=64, image_size=24, patch_size=4, n_channels=1,
+    "vit-b/16",
+    d_model=32,
+    n_heads=4,
+    n_layers=2,
+    d_ff=64,
+    image_size=24,
+    patch_size=4,
+    n_channels=1,
     init_std=0.2,
-)  # fmt: skip
+)
 
 
 def fine_tune(net: nn.Module, steps: int = 3) -> nn.Module:

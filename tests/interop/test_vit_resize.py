@@ -68,7 +68,9 @@ def test_another_patch_size_is_refused_naming_the_source(tmp_path: Path) -> None
     """A model with 4-pixel patches cannot start from 8-pixel ones: the error names the source and the fix."""
     make_hf(tmp_path, "base-gelu-qkv-bias", transformers.ViTModel)
     cfg, state = starting_point(tmp_path)
-    with pytest.raises(ValueError, match=rf"{re.escape(str(tmp_path))}: the source's patches are 8x8 pixels, this model's 4x4"):
+    with pytest.raises(
+        ValueError, match=rf"{re.escape(str(tmp_path))}: the source's patches are 8x8 pixels, this model's 4x4"
+    ):
         load_weights(ImageEncoder(cfg.replace(patch_size=4)), state, str(tmp_path))
 
 

@@ -29,14 +29,17 @@ def test_generation_table_has_every_setting_and_equal_greedy_outputs(
         torch.set_num_threads(threads)  # the script sets its own
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
     assert lines[0].split("|")[1:-1] == [
-        " model ", " search ", " batch ", " ours tok/s ", " HF tok/s ", " ratio ", " outputs equal ",
-    ]  # fmt: skip
+        " model ",
+        " search ",
+        " batch ",
+        " ours tok/s ",
+        " HF tok/s ",
+        " ratio ",
+        " outputs equal ",
+    ]
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in lines[2:]]
     settings = [
-        (model, search, batch)
-        for model in ("gpt2", "t5")
-        for search in ("greedy", "beam4")
-        for batch in ("1", "8")
+        (model, search, batch) for model in ("gpt2", "t5") for search in ("greedy", "beam4") for batch in ("1", "8")
     ]
     assert [tuple(row[:3]) for row in rows] == settings
     assert all(row[6] == "yes" for row in rows if row[1] == "greedy")

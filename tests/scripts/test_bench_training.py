@@ -26,8 +26,10 @@ def test_config_describes_the_size_with_validation_off(tmp_path: Path) -> None:
 
 def test_table_takes_medians_and_compares_with_the_first_variant() -> None:
     """Medians over rounds; speed and CPU cost as ratios to the first variant, memory as a difference."""
-    results = {"plain": [(100.0, 1.0, 600.0), (120.0, 1.2, 610.0), (110.0, 1.1, 605.0)],
-               "checkpointing": [(80.0, 1.5, 500.0), (90.0, 1.4, 505.0), (70.0, 1.6, 495.0)]}  # fmt: skip
+    results = {
+        "plain": [(100.0, 1.0, 600.0), (120.0, 1.2, 610.0), (110.0, 1.1, 605.0)],
+        "checkpointing": [(80.0, 1.5, 500.0), (90.0, 1.4, 505.0), (70.0, 1.6, 495.0)],
+    }
     lines = bench_training.table(results, markdown=True).splitlines()
     assert lines[0].startswith("| variant | tokens/s")
     assert lines[2] == "| plain | 110 | 1.00x | 1.100 | 1.00x | 605 | +0 MiB |"

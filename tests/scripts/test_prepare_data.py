@@ -74,9 +74,7 @@ def test_parse_ding_line_skips_comments_mismatches_and_slash_alternatives() -> N
     """Comments, unaligned '|' fields and a/b slash alternatives yield no pair (next synonym is used)."""
     assert fmt.parse_ding_line("# Version :: devel 2023-01-30") == []
     assert fmt.parse_ding_line("A | B :: a") == []
-    assert fmt.parse_ding_line("Rate {f} :: rate of decomposition/degradation; decay rate") == [
-        ("Rate", "decay rate")
-    ]
+    assert fmt.parse_ding_line("Rate {f} :: rate of decomposition/degradation; decay rate") == [("Rate", "decay rate")]
     assert fmt.parse_ding_line("abhalten/halten :: to hold/keep") == []
 
 

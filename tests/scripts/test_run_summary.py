@@ -9,9 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import run_summary  # noqa: E402
 
-HEADER = (
-    "step,train/tokens_per_s,train/samples_per_s,train/mfu,train/mean_tokens_per_s,train/mean_samples_per_s,"
-)
+HEADER = "step,train/tokens_per_s,train/samples_per_s,train/mfu,train/mean_tokens_per_s,train/mean_samples_per_s,"
 HEADER += "train/mean_mfu,train/peak_tflops\n"
 
 

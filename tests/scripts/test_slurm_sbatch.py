@@ -49,21 +49,35 @@ def _fake_srun(tmp_path: Path) -> Path:
     return bin_dir
 
 
-def _sbatch(tmp_path: Path, config: Path, *args: str, tasks: int = 1, nodes: int = 1, dry: bool = False,
-            ) -> subprocess.CompletedProcess:  # fmt: skip
+def _sbatch(
+    tmp_path: Path,
+    config: Path,
+    *args: str,
+    tasks: int = 1,
+    nodes: int = 1,
+    dry: bool = False,
+) -> subprocess.CompletedProcess:
     """Run the script as SLURM would start it on the first node of a job (with the fake srun on PATH)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     tetraformer = Path(sys.executable).parent
     env = quiet_env(
-        PATH=f"{_fake_srun(tmp_path)}:{tetraformer}:{os.environ['PATH']}", SRUN_RECORD=str(tmp_path / "srun.args"),
-        SLURM_JOB_ID="4242", SLURM_JOB_NAME="tetraformer", SLURM_NNODES=str(nodes), SLURM_NTASKS=str(tasks * nodes),
-        SLURM_NTASKS_PER_NODE=str(tasks), SLURM_CPUS_PER_TASK="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+        PATH=f"{_fake_srun(tmp_path)}:{tetraformer}:{os.environ['PATH']}",
+        SRUN_RECORD=str(tmp_path / "srun.args"),
+        SLURM_JOB_ID="4242",
+        SLURM_JOB_NAME="tetraformer",
+        SLURM_NNODES=str(nodes),
+        SLURM_NTASKS=str(tasks * nodes),
+        SLURM_NTASKS_PER_NODE=str(tasks),
+        SLURM_CPUS_PER_TASK="1",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
         **({"SRUN_DRY_RUN": "1"} if dry else {}),
-    )  # fmt: skip
-    return subprocess.run(["bash", str(SCRIPT), str(config), *args], env=env, capture_output=True, text=True,
-                          timeout=600, cwd=tmp_path)  # fmt: skip
+    )
+    return subprocess.run(
+        ["bash", str(SCRIPT), str(config), *args], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path
+    )
 
 
 def test_script_parses_and_asks_for_the_contract() -> None:
@@ -81,9 +95,19 @@ def test_srun_command_line(tmp_path: Path) -> None:
     done = _sbatch(tmp_path, Path("cfg.yaml"), "--trainer.max_steps", "3", tasks=4, nodes=2, dry=True)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "srun.args").read_text().splitlines() == [
-        "tetraformer", "fit", "-c", "cfg.yaml", "--trainer.num_nodes", "2", "--trainer.devices", "4",
-        "--ckpt_path", "last", "--trainer.max_steps", "3",
-    ]  # fmt: skip
+        "tetraformer",
+        "fit",
+        "-c",
+        "cfg.yaml",
+        "--trainer.num_nodes",
+        "2",
+        "--trainer.devices",
+        "4",
+        "--ckpt_path",
+        "last",
+        "--trainer.max_steps",
+        "3",
+    ]
 
 
 def test_script_needs_a_config(tmp_path: Path) -> None:
@@ -93,8 +117,10 @@ def test_script_needs_a_config(tmp_path: Path) -> None:
 
 
 @pytest.mark.distributed
-@pytest.mark.skipif(shutil.which("tetraformer", path=str(Path(sys.executable).parent)) is None,
-                    reason="needs the `tetraformer` console script beside this Python")  # fmt: skip
+@pytest.mark.skipif(
+    shutil.which("tetraformer", path=str(Path(sys.executable).parent)) is None,
+    reason="needs the `tetraformer` console script beside this Python",
+)
 def test_two_tasks_train_then_a_requeued_job_resumes(tmp_path: Path) -> None:
     """Two srun tasks on the CPU become one DDP run through Lightning's SLURMEnvironment (ranks from SLURM_PROCID,
     no processes of its own); the same script run again (a requeued job) resumes from last.ckpt."""

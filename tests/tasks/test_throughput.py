@@ -36,14 +36,18 @@ def write_text(path: Path, text: str) -> Path:
 # task -> (its tests' tiny config, data options given the data folder)
 TASKS: dict[str, tuple[Callable[..., dict], Callable[[Path], dict]]] = {
     "text_classification": (text_config, lambda d: {"train_path": str(write_csv(d / "t.csv", labelled_rows(64, 0)))}),
-    "token_classification": (tagger_config, lambda d: {"train_path": str(write_conll(d / "t.conll",
-                                                                                      tagged_sentences(64, 0)))}),
+    "token_classification": (
+        tagger_config,
+        lambda d: {"train_path": str(write_conll(d / "t.conll", tagged_sentences(64, 0)))},
+    ),
     "masked_lm": (mlm_config, lambda d: {"train_path": str(write_text(d / "t.txt", topic_corpus(40)))}),
-    "language_modeling": (lm_config, lambda d: {"train_path": str(write_text(d / "t.txt", TEXT * 12)),
-                                                "documents": "line"}),
+    "language_modeling": (
+        lm_config,
+        lambda d: {"train_path": str(write_text(d / "t.txt", TEXT * 12)), "documents": "line"},
+    ),
     "seq2seq": (seq2seq_config, lambda d: {"train_path": str(write_pairs(d / "t.jsonl", reversal_pairs(64)))}),
     "image_classification": (image_config, lambda d: {"train_path": str(write_folder(d / "images", 48, 0))}),
-}  # fmt: skip
+}
 COLUMNS = ("train/tokens_per_s", "train/samples_per_s", "train/mfu")
 
 
@@ -97,7 +101,5 @@ def test_no_mfu_with_a_null_peak(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("WANDB_SILENT", "true")
     lm_fit(tmp_path, "--run.peak_tflops", "null")
     rows = metrics_rows(tmp_path / "run")
-    assert any(r.get("train/tokens_per_s") for r in rows) and any(
-        r.get("train/mean_tokens_per_s") for r in rows
-    )
+    assert any(r.get("train/tokens_per_s") for r in rows) and any(r.get("train/mean_tokens_per_s") for r in rows)
     assert not any(r.get("train/mfu") or r.get("train/mean_mfu") or r.get("train/peak_tflops") for r in rows)

@@ -21,8 +21,19 @@ from tetraformer.core import ImageEncoder, SequenceClassifier, TransformerConfig
 from tetraformer.training.attention_callback import AttentionRolloutImages
 from tetraformer.training.module import TaskModule
 
-IMAGE_ARCH = dict(d_model=32, n_heads=2, n_layers=2, d_ff=64, vocab_size=0, image_size=16, patch_size=4,
-                  n_channels=1, dropout=0.0, attn_dropout=0.0, attention="sdpa")  # fmt: skip
+IMAGE_ARCH = dict(
+    d_model=32,
+    n_heads=2,
+    n_layers=2,
+    d_ff=64,
+    vocab_size=0,
+    image_size=16,
+    patch_size=4,
+    n_channels=1,
+    dropout=0.0,
+    attn_dropout=0.0,
+    attention="sdpa",
+)
 
 
 def normalise(display: Tensor) -> Tensor:
@@ -98,9 +109,17 @@ class TinyImageData(L.LightningDataModule):
 def train_image_task(root: Path, logger: Logger | bool = False, steps: int = 4) -> Path:
     """Train the tiny image task a few steps, validating every 2; returns RUN_DIR/image.ckpt."""
     trainer = L.Trainer(
-        default_root_dir=root, max_steps=steps, val_check_interval=2, log_every_n_steps=1, logger=logger, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1,
-    )  # fmt: skip
+        default_root_dir=root,
+        max_steps=steps,
+        val_check_interval=2,
+        log_every_n_steps=1,
+        logger=logger,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+    )
     trainer.fit(TinyImageTask(TransformerConfig(**IMAGE_ARCH)), datamodule=TinyImageData())
     trainer.save_checkpoint(root / "image.ckpt")
     return root / "image.ckpt"

@@ -92,9 +92,15 @@ def uneven_loader(x: Tensor, y: Tensor, sizes: list[int] = BATCH_SIZES) -> DataL
 
 def trainer(root: object, **kwargs: object) -> L.Trainer:
     """A quiet CPU Trainer writing under `root`."""
-    options = dict(default_root_dir=str(root), accelerator="cpu", devices=1, logger=False,
-                   enable_checkpointing=False, enable_progress_bar=False,
-                   enable_model_summary=False)  # fmt: skip
+    options = dict(
+        default_root_dir=str(root),
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     if "spawn" in str(kwargs.get("strategy", "")):  # each spawned rank closes its process group on exit
         options["callbacks"] = [ClosesProcessGroup()]
     return L.Trainer(**{**options, **kwargs})

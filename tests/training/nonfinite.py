@@ -74,9 +74,7 @@ class WeightRecorder(Callback):
         """Snapshot the weights the step starts from."""
         self.before[trainer.global_step] = flat_weights(pl_module)
 
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         """Snapshot the weights the step left (global_step has counted it already)."""
         self.after[trainer.global_step - 1] = flat_weights(pl_module)
 
@@ -106,10 +104,16 @@ def regression_run(
     """A RegressionRun in `mode` ("stop" or "skip") with the given faults (see Regression)."""
     guard, recorder = NonFiniteGuard(mode), WeightRecorder()
     trainer = L.Trainer(
-        accelerator="cpu", max_steps=max_steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, callbacks=[guard, recorder], plugins=[precision] if precision else None,
+        accelerator="cpu",
+        max_steps=max_steps,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[guard, recorder],
+        plugins=[precision] if precision else None,
         accumulate_grad_batches=accumulate,
-    )  # fmt: skip
+    )
     return RegressionRun(Regression(**faults), guard, recorder, trainer)
 
 

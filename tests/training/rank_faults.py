@@ -49,8 +49,19 @@ def ddp_fit(
     """Run `tetraformer fit` of `config` on two CPU processes (gloo); returns the finished process and its seconds."""
     path = tmp_path / "ddp.yaml"
     path.write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "tetraformer.cli", "fit", "-c", str(path), "--trainer.strategy", "ddp",
-               "--trainer.devices", "2", *args]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "tetraformer.cli",
+        "fit",
+        "-c",
+        str(path),
+        "--trainer.strategy",
+        "ddp",
+        "--trainer.devices",
+        "2",
+        *args,
+    ]
     env = {**os.environ, "WANDB_MODE": "disabled"}
     start = time.monotonic()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
@@ -66,8 +77,10 @@ def lm_config(tmp_path: Path) -> dict:
 
 def with_fault(config: dict, tmp_path: Path, step: int, rank: int, fault: Fault) -> dict:
     """The config with a RankFault callback writing pids to tmp_path/pids."""
-    fault_cb = {"class_path": "tests.training.rank_faults.RankFault",
-                "init_args": {"step": step, "rank": rank, "fault": fault, "pid_dir": str(tmp_path / "pids")}}  # fmt: skip
+    fault_cb = {
+        "class_path": "tests.training.rank_faults.RankFault",
+        "init_args": {"step": step, "rank": rank, "fault": fault, "pid_dir": str(tmp_path / "pids")},
+    }
     config["trainer"]["callbacks"] = [fault_cb]
     return config
 

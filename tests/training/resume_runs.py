@@ -94,8 +94,15 @@ def start_ranks(config: Path, *args: str, logs: Path, world: int = 2) -> list[su
         port = str(free.getsockname()[1])
     ranks = []
     for rank in range(world):
-        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(world), "RANK": str(rank),
-               "LOCAL_RANK": str(rank), "GROUP_RANK": "0", "LOCAL_WORLD_SIZE": str(world)}  # fmt: skip
+        env = {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": port,
+            "WORLD_SIZE": str(world),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "GROUP_RANK": "0",
+            "LOCAL_WORLD_SIZE": str(world),
+        }
         ranks.append(start(config, *args, log=logs / f"rank{rank}.log", **env))
     return ranks
 

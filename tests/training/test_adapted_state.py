@@ -15,7 +15,7 @@ from tetraformer.training.checkpoint import load_weights, starting_point
 
 VIT = TransformerConfig.preset(
     "vit-b/16", d_model=32, n_heads=4, n_layers=2, d_ff=64, image_size=16, patch_size=4, init_std=0.2
-)  # fmt: skip
+)
 
 
 @pytest.mark.parametrize("saved", ["classifier", "bare backbone"])
@@ -26,15 +26,17 @@ def test_vit_checkpoint_at_another_image_size_loads_and_logs(
     positions the source interpolates at every forward); the resize is logged once, naming both grids."""
     torch.manual_seed(0)
     source = SequenceClassifier(ImageEncoder(VIT), 4).eval()
-    ckpt = save_checkpoint(make_checkpoint(source if saved == "classifier" else source.backbone, None, None),
-                           tmp_path / "small.ckpt")  # fmt: skip
+    ckpt = save_checkpoint(
+        make_checkpoint(source if saved == "classifier" else source.backbone, None, None), tmp_path / "small.ckpt"
+    )
     cfg, state = starting_point(ckpt)
     net = SequenceClassifier(ImageEncoder(cfg.replace(image_size=32)), 4)
     with caplog.at_level(logging.INFO, logger="tetraformer.training.checkpoint"):
         load_weights(net, state, str(ckpt))
     resized = [m for m in caplog.messages if "positions resized" in m]
-    assert resized == [f"{ckpt}: {'backbone.' if saved == 'classifier' else ''}embed: positions resized from 4x4 "
-                       "to 8x8 patches"]  # fmt: skip
+    assert resized == [
+        f"{ckpt}: {'backbone.' if saved == 'classifier' else ''}embed: positions resized from 4x4 to 8x8 patches"
+    ]
     assert net.backbone.embed.positions.weight.shape == (1 + 8 * 8, 32)
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():

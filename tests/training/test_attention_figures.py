@@ -32,7 +32,9 @@ def test_image_figure_grey_and_colour_one_panel_per_head(tmp_path: Path) -> None
     grey = np.zeros((1, 16, 16), dtype=np.uint8)
     colour = np.full((3, 16, 16), 200, dtype=np.uint8)
     two = image_attention_figure(grey, stochastic(2, 4, 4), stochastic(4, 4), tmp_path / "a" / "two.png")
-    four = image_attention_figure(colour, stochastic(4, 4, 4), stochastic(4, 4), tmp_path / "four.png", "t", [0, 1, 2, 5])
+    four = image_attention_figure(
+        colour, stochastic(4, 4, 4), stochastic(4, 4), tmp_path / "four.png", "t", [0, 1, 2, 5]
+    )
     assert png_size(four)[0] > png_size(two)[0] > 0
 
 

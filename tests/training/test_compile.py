@@ -1,4 +1,4 @@
-"""`--model.compile`: blocks compiled in place (weight names unchanged), generation eager, checkpoints load without it."""
+"""`--model.compile`: blocks compiled in place (names unchanged), generation eager, checkpoints load without it."""
 
 from __future__ import annotations
 

@@ -52,9 +52,7 @@ def test_collective_timeout_reaches_the_resolved_strategy(strategy: str) -> None
 
 def test_a_timeout_the_strategy_config_sets_is_kept() -> None:
     """A strategy configured with its own timeout keeps it; a single-device run has none to set."""
-    trainer = L.Trainer(
-        accelerator="cpu", devices=2, strategy=L.pytorch.strategies.DDPStrategy(timeout=timedelta(7))
-    )
+    trainer = L.Trainer(accelerator="cpu", devices=2, strategy=L.pytorch.strategies.DDPStrategy(timeout=timedelta(7)))
     apply_collective_timeout(trainer.strategy, 42)
     assert trainer.strategy._timeout == timedelta(7)
     single = L.Trainer(accelerator="cpu", devices=1, logger=False)

@@ -40,8 +40,9 @@ class RankShares(L.LightningDataModule):
         """This rank's share, in batches of two."""
         share = slice(0, 2) if self.trainer.global_rank == 0 else slice(2, None)
         rows = list(zip(HYPOTHESES[share], REFERENCES[share], strict=True))
-        return DataLoader(rows, batch_size=2, collate_fn=lambda b: {
-            "hypotheses": [h for h, _ in b], "references": [r for _, r in b]})  # fmt: skip
+        return DataLoader(
+            rows, batch_size=2, collate_fn=lambda b: {"hypotheses": [h for h, _ in b], "references": [r for _, r in b]}
+        )
 
 
 @pytest.mark.distributed

@@ -25,8 +25,18 @@ def _free_port() -> int:
 
 def torchrun(*torchrun_args: str, config: Path, fit_args: list[str]) -> list[str]:
     """`torchrun TORCHRUN_ARGS -m tetraformer.cli fit -c CONFIG FIT_ARGS` with this interpreter."""
-    return [sys.executable, "-m", "torch.distributed.run", *torchrun_args, "-m", "tetraformer.cli", "fit",
-            "-c", str(config), *fit_args]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        *torchrun_args,
+        "-m",
+        "tetraformer.cli",
+        "fit",
+        "-c",
+        str(config),
+        *fit_args,
+    ]
 
 
 def _finished(run: Path, steps: int) -> None:
@@ -41,8 +51,16 @@ def test_torchrun_single_node_two_processes(tmp_path: Path) -> None:
     run of world size 2 (not 2 x 2: Lightning uses torchrun's processes), activation checkpointing on."""
     run = tmp_path / "run"
     config = lm_config_file(tmp_path, run)
-    fit_args = ["--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.max_steps", "6",
-                "--model.arch.activation_checkpointing", "true"]  # fmt: skip
+    fit_args = [
+        "--trainer.strategy",
+        "ddp",
+        "--trainer.devices",
+        "2",
+        "--trainer.max_steps",
+        "6",
+        "--model.arch.activation_checkpointing",
+        "true",
+    ]
     command = torchrun("--nproc_per_node", "2", "--master_port", str(_free_port()), config=config, fit_args=fit_args)
     done = subprocess.run(command, env=quiet_env(), capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -58,16 +76,37 @@ def test_torchrun_two_nodes(tmp_path: Path) -> None:
     run = tmp_path / "run"
     config = lm_config_file(tmp_path, run)
     endpoint = f"127.0.0.1:{_free_port()}"
-    fit_args = ["--trainer.strategy", "ddp", "--trainer.num_nodes", "2", "--trainer.devices", "1",
-                "--trainer.max_steps", "6"]  # fmt: skip
+    fit_args = [
+        "--trainer.strategy",
+        "ddp",
+        "--trainer.num_nodes",
+        "2",
+        "--trainer.devices",
+        "1",
+        "--trainer.max_steps",
+        "6",
+    ]
     paths = [tmp_path / f"node{rank}.log" for rank in (0, 1)]  # files, not pipes: a full pipe would stall a node
     with paths[0].open("w") as log0, paths[1].open("w") as log1:
         nodes = [
             subprocess.Popen(
-                torchrun("--nnodes", "2", "--node_rank", str(rank), "--nproc_per_node", "1", "--rdzv_endpoint",
-                         endpoint, config=config, fit_args=fit_args),
-                env=quiet_env(), stdout=subprocess.DEVNULL, stderr=log, cwd=tmp_path,
-            )  # fmt: skip
+                torchrun(
+                    "--nnodes",
+                    "2",
+                    "--node_rank",
+                    str(rank),
+                    "--nproc_per_node",
+                    "1",
+                    "--rdzv_endpoint",
+                    endpoint,
+                    config=config,
+                    fit_args=fit_args,
+                ),
+                env=quiet_env(),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                cwd=tmp_path,
+            )
             for rank, log in enumerate((log0, log1))
         ]
         codes = [node.wait(timeout=600) for node in nodes]

@@ -12,12 +12,14 @@ from tetraformer.training.loggers import RunConfig, make_loggers, wandb_mode
 
 @pytest.mark.parametrize(
     ("env", "key", "expected"),
-    [({}, False, "offline"), ({"WANDB_MODE": "offline"}, True, "offline"), ({}, True, "online"),
-     ({"WANDB_MODE": "disabled"}, False, "disabled")],
-)  # fmt: skip
-def test_auto_mode(
-    env: dict, key: bool, expected: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+    [
+        ({}, False, "offline"),
+        ({"WANDB_MODE": "offline"}, True, "offline"),
+        ({}, True, "online"),
+        ({"WANDB_MODE": "disabled"}, False, "disabled"),
+    ],
+)
+def test_auto_mode(env: dict, key: bool, expected: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """auto: online only with credentials, and WANDB_MODE wins."""
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc credentials
     monkeypatch.delenv("WANDB_MODE", raising=False)

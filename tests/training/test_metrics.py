@@ -27,8 +27,7 @@ def test_macro_f1_equals_sklearn_over_uneven_batches(stage: str, tmp_path: Path)
     assert results[f"{key}/f1"] == pytest.approx(expected, abs=1e-6)
     assert results[f"{key}/acc"] == pytest.approx((preds == y).float().mean().item(), abs=1e-6)
     per_batch = [
-        f1_score(yb, pb, average="macro")
-        for yb, pb in zip(y.split(BATCH_SIZES), preds.split(BATCH_SIZES), strict=True)
+        f1_score(yb, pb, average="macro") for yb, pb in zip(y.split(BATCH_SIZES), preds.split(BATCH_SIZES), strict=True)
     ]
     assert abs(sum(per_batch) / len(per_batch) - expected) > 0.02  # the fixture tells the two apart
 

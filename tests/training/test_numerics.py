@@ -23,9 +23,7 @@ def test_nan_loss_stops_before_the_update() -> None:
     with pytest.raises(NonFiniteError) as raised:
         run.fit()
     message = str(raised.value)
-    assert "\n" not in message and message.startswith(
-        "step 3: the training loss is nan and the gradient norm is nan;"
-    )
+    assert "\n" not in message and message.startswith("step 3: the training loss is nan and the gradient norm is nan;")
     assert "learning rate 0.1" in message and "Last good checkpoint: none written yet" in message
     assert torch.equal(flat_weights(run.module), run.recorder.before[3]) and run.trainer.global_step == 3
     assert torch.isfinite(flat_weights(run.module)).all()
@@ -74,9 +72,7 @@ def test_a_nan_in_any_accumulated_micro_batch_counts() -> None:
     """With gradient accumulation (2 batches a step) a NaN loss in the step's first batch stops that step, even
     where only the loss is judged (under a gradient scaler)."""
     scaler = torch.amp.GradScaler("cpu")
-    run = regression_run(
-        "stop", precision=MixedPrecision("16-mixed", "cpu", scaler), accumulate=2, nan_batches=(4,)
-    )
+    run = regression_run("stop", precision=MixedPrecision("16-mixed", "cpu", scaler), accumulate=2, nan_batches=(4,))
     with pytest.raises(NonFiniteError, match="^step 2: the training loss is"):
         run.fit()
 
@@ -105,9 +101,7 @@ def nan_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Pa
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(TEXT * 12, encoding="utf-8")
     run = config_runner(tmp_path, monkeypatch, nan_lm_config)
-    return lambda *args: run(
-        "fit", "--trainer.max_steps", "12", *args, train_path=str(corpus), documents="line"
-    )
+    return lambda *args: run("fit", "--trainer.max_steps", "12", *args, train_path=str(corpus), documents="line")
 
 
 def test_cli_stops_at_the_nan_step_keeping_the_good_checkpoint(
@@ -131,9 +125,7 @@ def test_cli_skip_finishes_and_counts_the_skipped_batch(nan_run: Callable[..., P
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     assert ckpt["global_step"] == 12 and all(torch.isfinite(t).all() for t in ckpt["state_dict"].values())
     assert ckpt["callbacks"]["NonFiniteGuard"] == {"nonfinite_skipped": 1}
-    counts = [
-        row["train/nonfinite_skipped"] for row in metrics_rows(run) if row.get("train/nonfinite_skipped")
-    ]
+    counts = [row["train/nonfinite_skipped"] for row in metrics_rows(run) if row.get("train/nonfinite_skipped")]
     assert float(counts[0]) == 0.0 and float(counts[-1]) == 1.0
 
 

@@ -17,9 +17,7 @@ def test_no_decay_on_norms_biases_embeddings() -> None:
     names = {id(p): n for n, p in model.named_parameters()}
     decayed = {names[id(p)] for p in decay["params"]}
     undecayed = {names[id(p)] for p in rest["params"]}
-    assert decayed and all(
-        n.endswith(("qkv.weight", "out.weight", "up.weight", "down.weight")) for n in decayed
-    )
+    assert decayed and all(n.endswith(("qkv.weight", "out.weight", "up.weight", "down.weight")) for n in decayed)
     assert "embed.tokens.weight" in undecayed and "embed.positions.weight" in undecayed
     assert any("norm" in n for n in undecayed) and any(n.endswith("bias") for n in undecayed)
     assert len(decay["params"]) + len(rest["params"]) == len(list(model.parameters()))

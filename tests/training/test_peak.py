@@ -10,9 +10,15 @@ from tetraformer.training import peak
 
 @pytest.mark.parametrize(
     ("precision", "dtype"),
-    [("32-true", torch.float32), ("bf16-mixed", torch.bfloat16), ("bf16-true", torch.bfloat16),
-     ("16-mixed", torch.float16), ("64-true", torch.float32), (32, torch.float32)],
-)  # fmt: skip
+    [
+        ("32-true", torch.float32),
+        ("bf16-mixed", torch.bfloat16),
+        ("bf16-true", torch.bfloat16),
+        ("16-mixed", torch.float16),
+        ("64-true", torch.float32),
+        (32, torch.float32),
+    ],
+)
 def test_precision_dtype(precision: str, dtype: torch.dtype) -> None:
     """Each Lightning precision maps to the dtype its matmuls run in."""
     assert peak.precision_dtype(precision) == dtype

@@ -52,10 +52,14 @@ def test_minutes_count_from_the_last_write() -> None:
         callback = PeriodicCheckpoint(every_minutes=1, clock=lambda: now[0])
         saved: list[int] = []
         trainer = SimpleNamespace(
-            global_step=0, should_stop=False, max_steps=100, world_size=1, sanity_checking=False,
+            global_step=0,
+            should_stop=False,
+            max_steps=100,
+            world_size=1,
+            sanity_checking=False,
             checkpoint_callback=ModelCheckpoint(dirpath="ckpts"),
             save_checkpoint=lambda path, **_: saved.append((trainer.global_step, Path(path).name)),
-        )  # fmt: skip
+        )
         callback.on_train_start(trainer, None)
         for step in range(1, 11):
             now[0] += 25

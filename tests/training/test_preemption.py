@@ -63,9 +63,15 @@ def data_position_matches(ckpt: dict, per_epoch: int = BATCHES_PER_EPOCH) -> boo
     ids=["SIGTERM-in-a-step", "SIGUSR1-in-a-step", "SIGTERM-in-a-validation"],
 )
 def test_signal_stops_at_the_boundary_with_last_saved_and_resumes_exactly(
-    signum: int, step: int, validating: bool, validated: list[int], uninterrupted: Path, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+    signum: int,
+    step: int,
+    validating: bool,
+    validated: list[int],
+    uninterrupted: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A signal during step 7 (or the validation at step 10), under SLURM: fit returns normally right after it
     with last.ckpt of that step and no further validation or step, logs how to resume, requeues the job only
     for SIGUSR1, gives the signal back; the resumed run ends with the uninterrupted weights."""
@@ -81,7 +87,10 @@ def test_signal_stops_at_the_boundary_with_last_saved_and_resumes_exactly(
     assert ckpt["global_step"] == step and data_position_matches(ckpt)
     assert validated_steps(tmp_path / "run") == validated
     resume = f"tetraformer fit -c {config} --ckpt_path last"
-    assert f"{signal.Signals(signum).name}: stopped at step {step} with last.ckpt saved; resume with: {resume}" in caplog.text
+    assert (
+        f"{signal.Signals(signum).name}: stopped at step {step} with last.ckpt saved; resume with: {resume}"
+        in caplog.text
+    )
     assert signal.getsignal(signum) == handler  # fit gave the signal back
     requeues = requeued.read_text().splitlines() if requeued.exists() else []
     assert requeues == (["requeue 4242"] if signum == signal.SIGUSR1 else [])

@@ -39,8 +39,11 @@ def test_files_csv_markdown_and_png(tmp_path: Path) -> None:
     matrix = np.array([[3, 1], [0, 2]])
     paths = write_reports(tmp_path, "test", matrix, ["x|y", "z"])
     assert {p.name for p in (tmp_path / "reports").iterdir()} == {
-        "test_per_class.csv", "test_per_class.md", "test_confusion.csv", "test_confusion.png"
-    }  # fmt: skip
+        "test_per_class.csv",
+        "test_per_class.md",
+        "test_confusion.csv",
+        "test_confusion.png",
+    }
     with paths["per_class_csv"].open() as f:
         rows = list(csv.reader(f))
     assert rows[0] == COLUMNS == ["label", "precision", "recall", "f1", "support"]

@@ -183,7 +183,11 @@ def test_resume_is_exact_when_callbacks_draw_random_numbers_at_train_start(tmp_p
     auto = ("--run.peak_tflops", "auto")
     runs = {name: tmp_path / name for name in ("reference", "resumed")}
     configs = {name: write_config(tmp_path, run, log_every_n_steps=5) for name, run in runs.items()}
-    for name, args in [("reference", ()), ("resumed", ("--trainer.max_steps", "7")), ("resumed", ("--ckpt_path", "last"))]:
+    for name, args in [
+        ("reference", ()),
+        ("resumed", ("--trainer.max_steps", "7")),
+        ("resumed", ("--ckpt_path", "last")),
+    ]:
         measured_peak_tflops.cache_clear()
         fit(configs[name], *auto, *args)
     assert same_weights(runs["resumed"], runs["reference"])

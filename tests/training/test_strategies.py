@@ -69,9 +69,21 @@ def test_fsdp_fit_on_gpus(tmp_path: Path, checkpointing: bool) -> None:
     full checkpoint with the eager network's weight names that loads anywhere and generates."""
     run = tmp_path / "run"
     config = lm_config_file(tmp_path, run, accelerator="gpu", devices=min(2, torch.cuda.device_count()))
-    args = ["fit", "-c", str(config), "--trainer.strategy", "fsdp", "--trainer.precision", "bf16-mixed",
-            "--trainer.max_steps", "6", "--trainer.val_check_interval", "3",
-            "--model.arch.activation_checkpointing", str(checkpointing).lower()]  # fmt: skip
+    args = [
+        "fit",
+        "-c",
+        str(config),
+        "--trainer.strategy",
+        "fsdp",
+        "--trainer.precision",
+        "bf16-mixed",
+        "--trainer.max_steps",
+        "6",
+        "--trainer.val_check_interval",
+        "3",
+        "--model.arch.activation_checkpointing",
+        str(checkpointing).lower(),
+    ]
     done = subprocess.run(cli_command(*args), env=quiet_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sharding each Block as one FSDP unit" in done.stderr
@@ -84,12 +96,25 @@ def test_fsdp_units_sample_and_checkpoint_blocks_on_cpu_processes(tmp_path: Path
     the W&B samples table generates at each validation: every rank joins the forward, with the root's weights
     gathered, so the (sharded) embedding is whole."""
     run = tmp_path / "run"
-    config = lm_config_file(tmp_path, run, devices=2, max_steps=6, val_check_interval=3, enable_checkpointing=False,
-                            callbacks=[{"class_path": "tetraformer.training.callbacks.SamplesTable"}],
-                            strategy={"class_path": "tests.training.cpu_fsdp.CPUFSDP"})  # fmt: skip
+    config = lm_config_file(
+        tmp_path,
+        run,
+        devices=2,
+        max_steps=6,
+        val_check_interval=3,
+        enable_checkpointing=False,
+        callbacks=[{"class_path": "tetraformer.training.callbacks.SamplesTable"}],
+        strategy={"class_path": "tests.training.cpu_fsdp.CPUFSDP"},
+    )
     args = ["fit", "-c", str(config), "--run.wandb", "offline", "--model.arch.activation_checkpointing", "true"]
-    done = subprocess.run(cli_command(*args), env=quiet_env(WANDB_MODE="offline", WANDB_SILENT="true"),
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)  # fmt: skip
+    done = subprocess.run(
+        cli_command(*args),
+        env=quiet_env(WANDB_MODE="offline", WANDB_SILENT="true"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     tables = sorted(run.glob("wandb/offline-run-*/files/media/table/val/samples_*.table.json"))
     assert len(tables) == 2  # steps 3 and 6
@@ -102,8 +127,10 @@ def test_yaml_fsdp_strategy_can_name_the_block_units() -> None:
     parses as the CLI parses a trainer strategy, and is used as written."""
     parser = ArgumentParser()
     parser.add_argument("--strategy", type=Strategy | str)
-    given = {"class_path": "lightning.pytorch.strategies.FSDPStrategy",
-             "init_args": {"sharding_strategy": "HYBRID_SHARD", "auto_wrap_policy": ["tetraformer.core.layers.Block"]}}  # fmt: skip
+    given = {
+        "class_path": "lightning.pytorch.strategies.FSDPStrategy",
+        "init_args": {"sharding_strategy": "HYBRID_SHARD", "auto_wrap_policy": ["tetraformer.core.layers.Block"]},
+    }
     strategy = parser.instantiate(parser.parse_object({"strategy": given})).strategy
     assert platform_strategy(strategy) is strategy
     assert strategy.sharding_strategy == ShardingStrategy.HYBRID_SHARD

@@ -16,9 +16,7 @@ def _payloads(data: bytes) -> list[bytes]:
     """Reassemble the record payloads of the log."""
     payloads, pos, pending = [], HEADER, b""
     while pos + RECORD_HEADER <= len(data):
-        if (
-            BLOCK - pos % BLOCK < RECORD_HEADER
-        ):  # block trailer too small for a header: skip to the next block
+        if BLOCK - pos % BLOCK < RECORD_HEADER:  # block trailer too small for a header: skip to the next block
             pos += BLOCK - pos % BLOCK
             continue
         length, kind = struct.unpack("<HB", data[pos + 4 : pos + RECORD_HEADER])
@@ -40,10 +38,7 @@ def history_rows(run_file: Path) -> list[dict]:
         record.ParseFromString(payload)
         if record.WhichOneof("record_type") == "history":
             rows.append(
-                {
-                    item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                    for item in record.history.item
-                }
+                {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
             )
     return rows
 

@@ -28,9 +28,7 @@ def compare_main(argv: list[str]) -> None:
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--budget.max_steps", dest="max_steps", type=int, help="optimizer steps per run")
     budget.add_argument("--budget.max_time", dest="max_time", help="wall time per run, HH:MM:SS")
-    budget.add_argument(
-        "--budget.tokens", dest="tokens", type=int, help="training tokens (or images) per run"
-    )
+    budget.add_argument("--budget.tokens", dest="tokens", type=int, help="training tokens (or images) per run")
     parser.add_argument("--seeds", type=int, help="number of seeds (0..N-1) instead of the file's")
     parser.add_argument("--out", type=Path, help=f"output folder (default {DEFAULT_OUT}/<comparison name>)")
     args = parser.parse_args(argv)
@@ -40,8 +38,12 @@ def compare_main(argv: list[str]) -> None:
     out = args.out or DEFAULT_OUT / spec.name
     log.info(
         "%s: %d variants x %d seeds, %s each -> %s",
-        spec.name, len(spec.variants), len(spec.seeds), spec.budget.describe(), out,
-    )  # fmt: skip
+        spec.name,
+        len(spec.variants),
+        len(spec.seeds),
+        spec.budget.describe(),
+        out,
+    )
     results = run_comparison(spec, out)
     write_report(out, results, spec.name, base_wandb_mode(spec.base))
     failed = [f"{r.variant}/seed{r.seed}: {r.error}" for r in results if not r.done]

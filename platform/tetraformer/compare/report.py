@@ -24,14 +24,17 @@ RUN_COLUMNS = ["variant", "seed", "status", "params", "flops_per_token", "monito
 COST_COLUMNS = ["tokens_per_s", "mfu", "peak_memory_mb", "wall_s", "steps", "tokens"]
 # which way is better for the columns of results.md that are not the task's metrics (None: not ranked)
 COST_BETTER: dict[str, str | None] = {
-    "tokens_per_s": "max", "mfu": "max", "peak_memory_mb": "min", "wall_s": "min", "steps": None, "tokens": None,
-}  # fmt: skip
+    "tokens_per_s": "max",
+    "mfu": "max",
+    "peak_memory_mb": "min",
+    "wall_s": "min",
+    "steps": None,
+    "tokens": None,
+}
 LOWER_IS_BETTER = ("loss", "perplexity", "ppl", "error", "cer", "wer")
 
 
-def write_report(
-    out_dir: Path, results: list[RunResult], name: str, wandb_mode: WandbMode = "offline"
-) -> list[Path]:
+def write_report(out_dir: Path, results: list[RunResult], name: str, wandb_mode: WandbMode = "offline") -> list[Path]:
     """Write results.csv, results.md and the PNG plots to `out_dir`, log a W&B summary run; return the files."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -151,7 +154,10 @@ def _markdown(
     parts.append(markdown_table(rows, columns) if rows else "No run finished.\n")
     if any(r.extrapolation for r in done):
         ext_columns, ext_rows = extrapolation_table(done)
-        parts += ["## Length extrapolation\n", "Validation loss per token over the validation split at multiples of the training length.\n"]
+        parts += [
+            "## Length extrapolation\n",
+            "Validation loss per token over the validation split at multiples of the training length.\n",
+        ]
         parts.append(markdown_table(ext_rows, ext_columns))
     failed = [r for r in results if r.status != "done"]
     if failed:
@@ -177,8 +183,16 @@ def write_plots(out_dir: Path, done: list[RunResult]) -> list[Path]:
     ]
     for stem, key, label in (("final_metric", "final", f"final {monitor}"), ("throughput", "tokens_per_s", "tokens/s")):
         cells = [_spread([getattr(r, key) for r in runs]) for runs in groups.values()]
-        paths.append(bars_png(list(groups), [m for m, _ in cells], [s for _, s in cells], out_dir / f"{stem}.png",
-                              label, f"{label} (mean ± std over seeds)"))  # fmt: skip
+        paths.append(
+            bars_png(
+                list(groups),
+                [m for m, _ in cells],
+                [s for _, s in cells],
+                out_dir / f"{stem}.png",
+                label,
+                f"{label} (mean ± std over seeds)",
+            )
+        )
     if any(r.extrapolation for r in done):
         paths.append(extrapolation_png(out_dir / "extrapolation.png", groups))
     return paths
@@ -217,8 +231,15 @@ def _log_wandb(
         return
     import wandb
 
-    run = wandb.init(project="tetraformer", group=name, name=f"{name}-summary", job_type="compare-summary",
-                     dir=str(out_dir), mode=resolved, reinit="create_new")  # fmt: skip
+    run = wandb.init(
+        project="tetraformer",
+        group=name,
+        name=f"{name}-summary",
+        job_type="compare-summary",
+        dir=str(out_dir),
+        mode=resolved,
+        reinit="create_new",
+    )
     images = {f"compare/{p.stem}": wandb.Image(str(p)) for p in paths if p.suffix == ".png"}
     run.log({"compare/summary": wandb.Table(columns=columns, data=rows), **images})
     run.finish()

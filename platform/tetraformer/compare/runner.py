@@ -21,9 +21,7 @@ from tetraformer.compare.spec import Budget, ComparisonSpec, Variant
 
 log = logging.getLogger(__name__)
 FIT_LOG = "fit.log"
-COMMAND_FILE = (
-    "command.json"  # the run's fit command line: a restart skips a done run only when it is unchanged
-)
+COMMAND_FILE = "command.json"  # the run's fit command line: a restart skips a done run only when it is unchanged
 
 
 @dataclass
@@ -44,9 +42,7 @@ def launch(args: list[str], log_file: Path) -> Launched:
         process = subprocess.Popen([sys.executable, "-m", "tetraformer.cli", *args], stdout=out, stderr=out)
         _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
-    lines = [
-        line for line in log_file.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()
-    ]
+    lines = [line for line in log_file.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
     return Launched(process.returncode, usage.ru_maxrss / 1024, lines[-1] if lines else "")  # ru_maxrss: KiB
 
 
@@ -85,9 +81,7 @@ def testing_args(spec: ComparisonSpec, run_dir: Path) -> list[str]:
     return ["test", "--ckpt_path", str(ckpt), "--run.group", spec.name]
 
 
-def run_one(
-    spec: ComparisonSpec, variant: Variant, seed: int, run_dir: Path, launcher: Launcher
-) -> RunResult:
+def run_one(spec: ComparisonSpec, variant: Variant, seed: int, run_dir: Path, launcher: Launcher) -> RunResult:
     """Fit (and test) one run from scratch and measure it; a failure's result holds the error's last line."""
     if run_dir.exists():
         shutil.rmtree(run_dir)  # an incomplete or failed run starts again from nothing
@@ -101,9 +95,7 @@ def run_one(
         peak_rss = peak_rss or launched.peak_rss_mb  # the training process's, not the test's
         if launched.returncode != 0:
             log.warning("%s seed %d failed (%s): %s", variant.name, seed, args[0], launched.last_line)
-            return failed(
-                variant, seed, run_dir, f"{args[0]}: {launched.last_line}", time.perf_counter() - start
-            )
+            return failed(variant, seed, run_dir, f"{args[0]}: {launched.last_line}", time.perf_counter() - start)
     result = RunResult(variant.name, seed, str(run_dir), "done", overrides=dict(variant.overrides))
     try:
         measure_run(result, run_dir, peak_rss)
@@ -135,11 +127,7 @@ def run_comparison(spec: ComparisonSpec, out_dir: Path, launcher: Launcher = lau
         for seed in spec.seeds:
             run_dir = out_dir / variant.name / f"seed{seed}"
             previous = read_result(run_dir)
-            if (
-                previous is not None
-                and previous.done
-                and unchanged(run_dir, fit_args(spec, variant, seed, run_dir))
-            ):
+            if previous is not None and previous.done and unchanged(run_dir, fit_args(spec, variant, seed, run_dir)):
                 log.info("%s seed %d: done before, skipped (%s)", variant.name, seed, run_dir)
                 results.append(previous)
                 continue

@@ -90,16 +90,11 @@ def base_config(path: Path, base: Any) -> Path:
 def variants(path: Path, listed: Any, grid: Any) -> list[Variant]:
     """The named variants, each crossed with the grid's points when both are given; names must be unique."""
     if listed is None and grid is None:
-        raise ConfigError(
-            f"{path}: no variants: give 'variants' (a list of {{name, overrides}}) and/or 'grid'"
-        )
+        raise ConfigError(f"{path}: no variants: give 'variants' (a list of {{name, overrides}}) and/or 'grid'")
     named = named_variants(path, listed) if listed is not None else []
     points = grid_variants(path, grid) if grid is not None else []
     result = (
-        [
-            Variant(f"{v.name},{p.name}", {**v.overrides, **p.overrides})
-            for v, p in itertools.product(named, points)
-        ]
+        [Variant(f"{v.name},{p.name}", {**v.overrides, **p.overrides}) for v, p in itertools.product(named, points)]
         or named
         or points
     )
@@ -125,9 +120,7 @@ def named_variants(path: Path, listed: Any) -> list[Variant]:
                 f"{path}: variants[{number}] ({item['name']}): 'overrides' must map dotted keys to values"
             )
         if _UNSAFE.search(item["name"]):
-            raise ConfigError(
-                f"{path}: variants[{number}]: name '{item['name']}' must be letters, digits, . _ = -"
-            )
+            raise ConfigError(f"{path}: variants[{number}]: name '{item['name']}' must be letters, digits, . _ = -")
         result.append(Variant(item["name"], dict(overrides)))
     return result
 
@@ -161,9 +154,7 @@ def seed_list(path: Path, seeds: Any) -> list[int]:
 def parse_budget(path: Path, budget: Any) -> Budget:
     """Exactly one of max_steps, max_time, tokens."""
     if not isinstance(budget, dict):
-        raise ConfigError(
-            f"{path}: budget: expected one of {', '.join(BUDGET_KEYS)} (e.g. budget: {{max_steps: 500}})"
-        )
+        raise ConfigError(f"{path}: budget: expected one of {', '.join(BUDGET_KEYS)} (e.g. budget: {{max_steps: 500}})")
     unknown = sorted(set(budget) - set(BUDGET_KEYS))
     if unknown:
         raise ConfigError(f"{path}: budget.{unknown[0]}: unknown budget (known: {', '.join(BUDGET_KEYS)})")

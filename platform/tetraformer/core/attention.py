@@ -61,9 +61,7 @@ class Attention(nn.Module):
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.inner)  # (B, T, H*Dh)
         return self.out(y), weights
 
-    def _project(
-        self, x: Tensor, memory: Tensor | None, cache: LayerCache | None
-    ) -> tuple[Tensor, Tensor, Tensor]:
+    def _project(self, x: Tensor, memory: Tensor | None, cache: LayerCache | None) -> tuple[Tensor, Tensor, Tensor]:
         """Queries from x; keys/values from x (self) or the memory (cross, computed once per cache)."""
         if not self.cross:
             q, k, v = self._heads(self.qkv(x))

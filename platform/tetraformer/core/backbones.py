@@ -159,9 +159,7 @@ class ImageEncoder(nn.Module):
         self.embed, self.encoder = PatchEmbedding(cfg), Encoder(cfg)
         init_weights(self, cfg)
 
-    def forward_features(
-        self, pixel_values: Tensor, attention_mask: Tensor | None = None, **kw
-    ) -> StackOutput:
+    def forward_features(self, pixel_values: Tensor, attention_mask: Tensor | None = None, **kw) -> StackOutput:
         """(B, C, H, W) images (optional (B, 1 + N) mask) -> encoder output over [CLS] + patches."""
         return self.encoder(self.embed(pixel_values), attention_mask, **kw)
 
@@ -182,9 +180,7 @@ def build_backbone(cfg: TransformerConfig, kind: BackboneKind) -> TextBackbone:
     if cfg.vocab_size < 1:
         raise ValueError(f"a text backbone needs vocab_size > 0, got {cfg.vocab_size}")
     if kind == "encoder_decoder":
-        return TextEncoderDecoder(
-            cfg if cfg.is_encoder_decoder else cfg.replace(n_decoder_layers=cfg.n_layers)
-        )
+        return TextEncoderDecoder(cfg if cfg.is_encoder_decoder else cfg.replace(n_decoder_layers=cfg.n_layers))
     if cfg.is_encoder_decoder:
         raise ValueError(
             f"a {kind} backbone has one stack: set n_decoder_layers to 0 (got {cfg.n_decoder_layers}) "

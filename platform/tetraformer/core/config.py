@@ -153,14 +153,26 @@ def _literal_values(field_name: str) -> tuple[str, ...]:
 
 
 _BERT = dict(
-    norm_position="post", norm_eps=1e-12, embedding_norm=True, activation="gelu", position="learned",
-    type_vocab_size=2, tie_embeddings=True,
-)  # fmt: skip
+    norm_position="post",
+    norm_eps=1e-12,
+    embedding_norm=True,
+    activation="gelu",
+    position="learned",
+    type_vocab_size=2,
+    tie_embeddings=True,
+)
 _GPT2 = dict(norm_position="pre", activation="gelu_tanh", position="learned", scaled_residual_init=True)
 _T5 = dict(
-    norm="rmsnorm", norm_position="pre", norm_eps=1e-6, activation="relu", position="relative", bias=False,
-    scale_attention=False, rescale_tied_logits=True, init_scheme="t5",
-)  # fmt: skip
+    norm="rmsnorm",
+    norm_position="pre",
+    norm_eps=1e-6,
+    activation="relu",
+    position="relative",
+    bias=False,
+    scale_attention=False,
+    rescale_tied_logits=True,
+    init_scheme="t5",
+)
 _VIT = dict(norm_position="pre", norm_eps=1e-12, activation="gelu", position="learned", vocab_size=0)
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -182,7 +194,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         position="sinusoidal",
         scale_embeddings=True,
         dropout=0.1,
-    ),  # fmt: skip
+    ),
     # shapes of the published checkpoints
     "bert-base": dict(
         _BERT,
@@ -194,7 +206,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         max_len=512,
         dropout=0.1,
         attn_dropout=0.1,
-    ),  # fmt: skip
+    ),
     "gpt2": dict(
         _GPT2,
         d_model=768,
@@ -205,7 +217,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         max_len=1024,
         dropout=0.1,
         attn_dropout=0.1,
-    ),  # fmt: skip
+    ),
     "t5-small": dict(
         _T5,
         d_model=512,
@@ -216,7 +228,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         vocab_size=32128,
         d_head=64,
         dropout=0.1,
-    ),  # fmt: skip
+    ),
     "vit-b/16": dict(
         _VIT,
         d_model=768,
@@ -226,5 +238,5 @@ PRESETS: dict[str, dict[str, Any]] = {
         image_size=224,
         patch_size=16,
         n_channels=3,
-    ),  # fmt: skip
+    ),
 }

@@ -52,9 +52,7 @@ class GenerationConfig:
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         if self.top_k < 0 or not 0.0 < self.top_p <= 1.0:
-            raise ValueError(
-                f"need top_k >= 0 and 0 < top_p <= 1, got top_k={self.top_k}, top_p={self.top_p}"
-            )
+            raise ValueError(f"need top_k >= 0 and 0 < top_p <= 1, got top_k={self.top_k}, top_p={self.top_p}")
         if self.num_beams < 1:
             raise ValueError(f"num_beams must be >= 1, got {self.num_beams}")
         if self.num_beams > 1 and (self.do_sample or self.on_token is not None):
@@ -201,9 +199,7 @@ def generate(
 
 
 @torch.no_grad()
-def beam_search(
-    model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None, config: GenerationConfig
-) -> Tensor:
+def beam_search(model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None, config: GenerationConfig) -> Tensor:
     """Beam search with config.num_beams beams (one beam equals greedy); outputs laid out as `generate`'s."""
     with decoding_layout(model, len(input_ids) * config.num_beams):
         session, prompt = _start(model, input_ids, attention_mask, config)

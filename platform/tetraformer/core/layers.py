@@ -88,9 +88,7 @@ class Block(nn.Module):
         x, self_weights = self._residual(x, self.norm1, attn)
         cross_weights = None
         if self.cross_attn is not None:
-            cross = partial(
-                self.cross_attn, mask=memory_mask, memory=memory, cache=cache, need_weights=need_weights
-            )
+            cross = partial(self.cross_attn, mask=memory_mask, memory=memory, cache=cache, need_weights=need_weights)
             x, cross_weights = self._residual(x, self.norm_cross, cross)
         x, _ = self._residual(x, self.norm2, self._ffn)
         return x, self_weights, cross_weights

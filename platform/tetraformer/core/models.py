@@ -68,9 +68,7 @@ class SequenceClassifier(nn.Module):
             ids = args[0] if args else kw["input_ids"]  # (B, S)
             start = torch.full_like(ids[:, :1], DECODER_START_ID)  # (B, 1): one decoder step
             kw = {**kw, "decoder_input_ids": start}
-        features = self.backbone.forward_features(
-            *args, attention_mask=attention_mask, **kw
-        ).last_hidden_state
+        features = self.backbone.forward_features(*args, attention_mask=attention_mask, **kw).last_hidden_state
         return self.head(features, attention_mask)
 
 

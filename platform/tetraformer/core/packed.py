@@ -26,12 +26,11 @@ def packed_linears(modules: list[nn.Module], rows: int) -> Iterator[None]:
     """Within (gradients off), the modules' fp32 CPU Linear layers multiply by oneDNN-packed weight copies
     where that was timed faster here.
 
-    For decoding, whose steps multiply a few rows (`rows`, the packing hint) by every weight. The copies cost one pass over the weights on entry and the weights' size in memory until exit.
+    For decoding, whose steps multiply a few rows (`rows`, the packing hint) by every weight.
+    The copies cost one pass over the weights on entry and the weights' size in memory until exit.
     Nothing is packed under FSDP, whose units gather their weights only inside their forward.
     """
-    found = {
-        id(m): m for module in modules for m in module.modules() if type(m) is Linear and _packable(m.weight)
-    }
+    found = {id(m): m for module in modules for m in module.modules() if type(m) is Linear and _packable(m.weight)}
     usable = _onednn() and not _sharded(modules)
     layers = [m for m in found.values() if packed_faster(m, rows)] if usable else []
     try:
@@ -62,9 +61,7 @@ def packed_faster(layer: Linear, rows: int) -> bool:
 
 def _packable(weight: Tensor) -> bool:
     """A plain fp32 CPU weight (no tensor subclass such as a DTensor), outside autocast (which packing would bypass)."""
-    plain = (
-        type(weight.data) is torch.Tensor and weight.device.type == "cpu" and weight.dtype == torch.float32
-    )
+    plain = type(weight.data) is torch.Tensor and weight.device.type == "cpu" and weight.dtype == torch.float32
     return plain and not torch.is_autocast_enabled("cpu")
 
 

@@ -83,9 +83,7 @@ class LearnedPositions(nn.Embedding):
         return self.weight[start : start + length]
 
 
-def relative_position_bucket(
-    relative: Tensor, bidirectional: bool, num_buckets: int, max_distance: int
-) -> Tensor:
+def relative_position_bucket(relative: Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:
     """T5's log-bucketing of (key - query) distances into num_buckets integer buckets."""
     buckets = torch.zeros_like(relative)
     if bidirectional:
@@ -115,9 +113,7 @@ class RelativePositionBias(nn.Module):
         device = self.bias.weight.device
         q_pos = torch.arange(offset, offset + q_len, device=device)[:, None]
         k_pos = torch.arange(k_len, device=device)[None, :]
-        buckets = relative_position_bucket(
-            k_pos - q_pos, self.bidirectional, self.num_buckets, self.max_distance
-        )
+        buckets = relative_position_bucket(k_pos - q_pos, self.bidirectional, self.num_buckets, self.max_distance)
         return self.bias(buckets).permute(2, 0, 1)[None]  # (1, H, Tq, Tk)
 
 

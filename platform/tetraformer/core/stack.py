@@ -54,9 +54,7 @@ class TransformerStack(nn.Module):
         offset = cache.offset if cache is not None else 0
         padding_mask, memory_mask = drop_full_mask(padding_mask), drop_full_mask(memory_mask)
         mask, is_causal = self._self_mask(x, padding_mask, offset, cache)
-        cross_mask = (
-            combine_masks(memory_mask, False, t, memory_mask.shape[1]) if memory_mask is not None else None
-        )
+        cross_mask = combine_masks(memory_mask, False, t, memory_mask.shape[1]) if memory_mask is not None else None
         angles = (self.rotary, *self.rotary.angles(t, offset)) if self.rotary is not None else None
         hidden, attns, cross_attns = [x], [], []
         for i, layer in enumerate(self.layers):
@@ -132,9 +130,7 @@ class Encoder(TransformerStack):
 class Decoder(TransformerStack):
     """Causal self-attention stack, optionally cross-attending to an encoder's output."""
 
-    def __init__(
-        self, cfg: TransformerConfig, n_layers: int | None = None, cross_attention: bool = False
-    ) -> None:
+    def __init__(self, cfg: TransformerConfig, n_layers: int | None = None, cross_attention: bool = False) -> None:
         super().__init__(cfg, n_layers or cfg.n_layers, causal=True, cross_attention=cross_attention)
 
     def new_cache(self) -> KVCache:

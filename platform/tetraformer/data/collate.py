@@ -53,9 +53,7 @@ class PaddingCollator:
 
     def pad(self, sequences: list[torch.Tensor], value: int | bool) -> torch.Tensor:
         """(B, T_max) tensor of 1-D sequences, padded on the collator's side with `value`."""
-        return pad_sequence(
-            sequences, batch_first=True, padding_value=value, padding_side=self.side
-        )  # (B, T)
+        return pad_sequence(sequences, batch_first=True, padding_value=value, padding_side=self.side)  # (B, T)
 
     def mask(self, lengths: list[int], longest: int) -> torch.Tensor:
         """(B, T_max) boolean mask of the real positions of rows of these lengths, padded on the collator's side."""

@@ -15,9 +15,15 @@ from tetraformer.data.records import iter_records
 SentenceFormat = Literal["conll", "jsonl", "text"]  # text: raw lines split into words (prediction input)
 WordSplit = Literal["whitespace", "char"]  # char: every non-space character a word (no spaces between words)
 SUFFIX_FORMATS: dict[str, SentenceFormat] = {
-    ".conll": "conll", ".txt": "conll", ".tsv": "conll", ".bio": "conll", ".iob": "conll",
-    ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl",
-}  # fmt: skip
+    ".conll": "conll",
+    ".txt": "conll",
+    ".tsv": "conll",
+    ".bio": "conll",
+    ".iob": "conll",
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".ndjson": "jsonl",
+}
 DOCSTART = "-DOCSTART-"
 
 
@@ -52,8 +58,11 @@ def sentence_format(path: str | Path, format: SentenceFormat | None = None) -> S
         return format
     suffix = Path(path).suffix.lower()
     if suffix not in SUFFIX_FORMATS:
-        raise DataError(f"cannot tell the format from suffix {suffix!r} (known: {', '.join(SUFFIX_FORMATS)}); "
-                        "set --data.format conll, jsonl or text", path)  # fmt: skip
+        raise DataError(
+            f"cannot tell the format from suffix {suffix!r} (known: {', '.join(SUFFIX_FORMATS)}); "
+            "set --data.format conll, jsonl or text",
+            path,
+        )
     return SUFFIX_FORMATS[suffix]
 
 
@@ -75,8 +84,9 @@ def read_sentences(
         if fmt == "conll":
             found = list(read_conll(path, labelled, check_tag, encoding))
         elif fmt == "jsonl":
-            found = list(read_jsonl(path, labelled, check_tag, encoding, tokens_field, tags_field, text_field,
-                                    word_split))  # fmt: skip
+            found = list(
+                read_jsonl(path, labelled, check_tag, encoding, tokens_field, tags_field, text_field, word_split)
+            )
         else:
             if labelled:
                 raise DataError("raw text has no tags: it can only be predicted (use CoNLL or JSONL)", path)
@@ -108,8 +118,11 @@ def read_conll(
             tokens, tags = [], []
             continue
         if len(columns) == 1 and labelled:
-            raise DataError(f"line has one column {columns[0]!r}: a token and its tag need two, separated by a "
-                            "tab or spaces", path, number)  # fmt: skip
+            raise DataError(
+                f"line has one column {columns[0]!r}: a token and its tag need two, separated by a tab or spaces",
+                path,
+                number,
+            )
         tag = columns[-1] if len(columns) > 1 else None
         if tag is not None and check_tag is not None:
             _check(tag, check_tag, path, number)
@@ -151,8 +164,7 @@ def read_jsonl(
         tags = None
         if labelled:
             if tags_field not in data:
-                raise DataError(f"missing field {tags_field!r} (keys present: {', '.join(map(repr, data))})",
-                                *where)  # fmt: skip
+                raise DataError(f"missing field {tags_field!r} (keys present: {', '.join(map(repr, data))})", *where)
             tags = _string_list(data[tags_field], tags_field, where)
             if len(tags) != len(tokens):
                 raise DataError(f"sentence has {len(tokens)} tokens but {len(tags)} tags", *where)
@@ -161,8 +173,9 @@ def read_jsonl(
         yield TaggedSentence(tokens, tags, *where, dict(data))
 
 
-def read_text_lines(path: str | Path, encoding: str = "utf-8", word_split: WordSplit = "whitespace") -> Iterator[
-        TaggedSentence]:  # fmt: skip
+def read_text_lines(
+    path: str | Path, encoding: str = "utf-8", word_split: WordSplit = "whitespace"
+) -> Iterator[TaggedSentence]:
     """One unlabelled sentence per non-blank line of raw text, split into words."""
     for number, raw in iter_lines(path, encoding):
         text = raw.rstrip("\r\n")

@@ -53,9 +53,7 @@ class LabelVocabulary:
     def __repr__(self) -> str:
         return f"LabelVocabulary({self.names!r}, multi_label={self.multi_label})"
 
-    def encode(
-        self, value: Any, path: str | Path | None = None, line: int | None = None
-    ) -> int | torch.Tensor:
+    def encode(self, value: Any, path: str | Path | None = None, line: int | None = None) -> int | torch.Tensor:
         """A label's id, or a (num_labels,) long multi-hot for a list of labels; unknown labels: DataError."""
         labels = _as_labels(value, self.multi_label, path, line)
         unknown = [label for label in labels if label not in self.ids]
@@ -108,9 +106,7 @@ def _as_labels(value: Any, multi_label: bool, path: str | Path | None, line: int
         items = list(value)
     else:
         if isinstance(value, list | tuple | dict):
-            raise _error(
-                f"expected one label, got {value!r} (multi-label data needs multi_label)", path, line
-            )
+            raise _error(f"expected one label, got {value!r} (multi-label data needs multi_label)", path, line)
         items = [value]
     for item in items:
         if item is None or (isinstance(item, str) and not item.strip()):

@@ -41,9 +41,7 @@ def _binary_lines(handle: BinaryIO) -> Iterator[bytes]:
     yield b""
 
 
-def _decode_error(
-    path: str | Path, line: int, offset: int, err: UnicodeDecodeError, encoding: str
-) -> DataError:
+def _decode_error(path: str | Path, line: int, offset: int, err: UnicodeDecodeError, encoding: str) -> DataError:
     """Name the offending byte, its offset in the file and the encoding tried."""
     bad = err.object[err.start : err.start + 1].hex()
     return DataError(

@@ -209,9 +209,7 @@ def _as_record(value: Any, path: str | Path, line: int) -> Record:
     return Record(value, str(path), line)
 
 
-def _delimited_records(
-    path: str | Path, fmt: RecordFormat, required: Sequence[str], encoding: str
-) -> Iterator[Record]:
+def _delimited_records(path: str | Path, fmt: RecordFormat, required: Sequence[str], encoding: str) -> Iterator[Record]:
     """Records from CSV (quoted fields allowed) or TSV (no quoting: quotes are literal text)."""
     dialect = {"delimiter": ","} if fmt == "csv" else {"delimiter": "\t", "quoting": csv.QUOTE_NONE}
     reader = csv.reader((line for _, line in iter_lines(path, encoding)), **dialect)
@@ -240,7 +238,5 @@ def _read_header(reader: Iterator[list[str]], path: str | Path, required: Sequen
         raise DataError(f"header repeats column {_quote(duplicates)}", path, 1)
     missing = [name for name in required if name not in header]
     if missing:
-        raise DataError(
-            f"header is missing column {_quote(missing)} (columns found: {_quote(header)})", path, 1
-        )
+        raise DataError(f"header is missing column {_quote(missing)} (columns found: {_quote(header)})", path, 1)
     return header

@@ -54,9 +54,7 @@ def prepare_run_tokenizer(
         changed = [key for key in keys if previous.get(key) != record.get(key)]
         if not changed:
             return
-        log.warning(
-            "retraining the tokenizer in %s: %s changed since it was trained", directory, ", ".join(changed)
-        )
+        log.warning("retraining the tokenizer in %s: %s changed since it was trained", directory, ", ".join(changed))
     log.info("training a %s tokenizer (vocab %d) on %d file(s)", kind, vocab_size, len(files))
     train_tokenizer(files, kind, vocab_size, directory, field=field, encoding=encoding, extra_ids=extra_ids)
     (directory / RECORD).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")

@@ -42,4 +42,3 @@ class Seq2SeqCollator:
         batch["decoder_input_ids"] = shift_right(labels, self.decoder_start_id, self.pad_id)
         batch["decoder_attention_mask"] = labels != IGNORE_INDEX  # (B, T): a target token's own position
         return batch
-

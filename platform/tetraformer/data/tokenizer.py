@@ -175,9 +175,7 @@ def _bpe(vocab_size: int, lowercase: bool, specials: list[str]) -> tuple[Tokeniz
     """Byte-level BPE like GPT-2: any text encodes (no unk) and decodes back exactly."""
     minimum = len(_BYTE_ALPHABET) + len(specials)
     if vocab_size < minimum:
-        raise ValueError(
-            f"byte-level BPE needs vocab_size >= {minimum} (256 bytes + specials), got {vocab_size}"
-        )
+        raise ValueError(f"byte-level BPE needs vocab_size >= {minimum} (256 bytes + specials), got {vocab_size}")
     tokenizer = Tokenizer(models.BPE())
     tokenizer.normalizer = normalizers.Lowercase() if lowercase else None
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

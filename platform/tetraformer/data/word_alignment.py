@@ -103,8 +103,9 @@ def sentence_windows(
     spans = window_spans(lengths, budget, stride)
     owner = owners(lengths, spans)
     if any(n > budget for n in lengths):
-        log.warning("a word of %d subwords is longer than max_length allows: only its first %d are read",
-                    max(lengths), budget)  # fmt: skip
+        log.warning(
+            "a word of %d subwords is longer than max_length allows: only its first %d are read", max(lengths), budget
+        )
     windows = []
     for index, (start, end) in enumerate(spans):
         ids, word_index, labels = list(prefix), [IGNORE_INDEX] * len(prefix), [IGNORE_INDEX] * len(prefix)

@@ -50,19 +50,36 @@ log = logging.getLogger(__name__)
 
 # BertConfig's defaults: what transformers assumes for an entry config.json leaves out
 DEFAULTS = dict(
-    vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, tie_word_embeddings=True,
-)  # fmt: skip
+    vocab_size=30522,
+    hidden_size=768,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    intermediate_size=3072,
+    hidden_act="gelu",
+    hidden_dropout_prob=0.1,
+    attention_probs_dropout_prob=0.1,
+    max_position_embeddings=512,
+    type_vocab_size=2,
+    initializer_range=0.02,
+    layer_norm_eps=1e-12,
+    tie_word_embeddings=True,
+)
 SUPPORTED = {
     "position_embedding_type": ("absolute",),
     "is_decoder": (False,),
     "add_cross_attention": (False,),
 }
 EXPORTABLE = dict(
-    norm="layernorm", norm_position="post", embedding_norm=True, position="learned", bias=True, use_qkv_bias=True,
-    scale_attention=True, scale_embeddings=False, n_decoder_layers=0,
-)  # fmt: skip
+    norm="layernorm",
+    norm_position="post",
+    embedding_norm=True,
+    position="learned",
+    bias=True,
+    use_qkv_bias=True,
+    scale_attention=True,
+    scale_embeddings=False,
+    n_decoder_layers=0,
+)
 HEAD_PREFIX = "cls.predictions."
 
 
@@ -71,13 +88,23 @@ def config_from_hf(hf: dict, source: str, tie: bool = True) -> TransformerConfig
     check_supported(hf, source, SUPPORTED)
     hf = {**DEFAULTS, **hf}
     fields = dict(
-        d_model=hf["hidden_size"], n_heads=hf["num_attention_heads"], n_layers=hf["num_hidden_layers"],
-        d_ff=hf["intermediate_size"], vocab_size=hf["vocab_size"], type_vocab_size=hf["type_vocab_size"],
-        max_len=hf["max_position_embeddings"], norm_position="post", norm_eps=hf["layer_norm_eps"],
-        embedding_norm=True, activation=activation_from_hf(hf["hidden_act"], "hidden_act", source),
-        position="learned", dropout=hf["hidden_dropout_prob"], attn_dropout=hf["attention_probs_dropout_prob"],
-        init_std=hf["initializer_range"], tie_embeddings=tie,
-    )  # fmt: skip
+        d_model=hf["hidden_size"],
+        n_heads=hf["num_attention_heads"],
+        n_layers=hf["num_hidden_layers"],
+        d_ff=hf["intermediate_size"],
+        vocab_size=hf["vocab_size"],
+        type_vocab_size=hf["type_vocab_size"],
+        max_len=hf["max_position_embeddings"],
+        norm_position="post",
+        norm_eps=hf["layer_norm_eps"],
+        embedding_norm=True,
+        activation=activation_from_hf(hf["hidden_act"], "hidden_act", source),
+        position="learned",
+        dropout=hf["hidden_dropout_prob"],
+        attn_dropout=hf["attention_probs_dropout_prob"],
+        init_std=hf["initializer_range"],
+        tie_embeddings=tie,
+    )
     try:
         return TransformerConfig(**fields)
     except ValueError as err:
@@ -90,14 +117,25 @@ def config_to_hf(cfg: TransformerConfig, original: dict) -> dict:
     if cfg.type_vocab_size < 1:
         raise InteropError("cannot export as BERT: the model has no segment embedding (type_vocab_size=0)")
     return {
-        **kept_config(original), "model_type": "bert", "vocab_size": cfg.vocab_size, "hidden_size": cfg.d_model,
-        "num_hidden_layers": cfg.n_layers, "num_attention_heads": cfg.n_heads, "intermediate_size": cfg.d_ff,
+        **kept_config(original),
+        "model_type": "bert",
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model,
+        "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads,
+        "intermediate_size": cfg.d_ff,
         "hidden_act": activation_to_hf(cfg.activation, original.get("hidden_act"), "BERT"),
-        "hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.attn_dropout,
-        "max_position_embeddings": cfg.max_len, "type_vocab_size": cfg.type_vocab_size,
-        "initializer_range": cfg.init_std, "layer_norm_eps": cfg.norm_eps, "tie_word_embeddings": cfg.tie_embeddings,
-        "position_embedding_type": "absolute", "is_decoder": False, "add_cross_attention": False,
-    }  # fmt: skip
+        "hidden_dropout_prob": cfg.dropout,
+        "attention_probs_dropout_prob": cfg.attn_dropout,
+        "max_position_embeddings": cfg.max_len,
+        "type_vocab_size": cfg.type_vocab_size,
+        "initializer_range": cfg.init_std,
+        "layer_norm_eps": cfg.norm_eps,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "position_embedding_type": "absolute",
+        "is_decoder": False,
+        "add_cross_attention": False,
+    }
 
 
 def encoder_rules(n_layers: int, prefix: str, at: str = "core.") -> list[Rule]:
@@ -126,9 +164,7 @@ def legacy_names(weights: dict[str, Tensor]) -> dict[str, Tensor]:
     renamed = {}
     for key, tensor in weights.items():
         if "LayerNorm." in key:
-            key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
-                "LayerNorm.beta", "LayerNorm.bias"
-            )
+            key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
         renamed[key] = tensor
     return renamed
 
@@ -166,9 +202,7 @@ class BertBase(HFModel):
         return export_state(self, self.rules(self.base_prefix))
 
     @classmethod
-    def from_checkpoint(
-        cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str
-    ) -> BertBase:
+    def from_checkpoint(cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str) -> BertBase:
         """An empty model of the checkpoint's shape (its encoder under `prefix`)."""
         return cls(TextEncoder(cfg), hf)
 
@@ -198,9 +232,7 @@ class HFBertModel(BertBase):
         return pooler_rules("pooler", prefix) if self.pooler is not None else []
 
     @classmethod
-    def from_checkpoint(
-        cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str
-    ) -> BertBase:
+    def from_checkpoint(cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str) -> BertBase:
         """An empty model, with a pooler only when the checkpoint has its weights."""
         return cls(TextEncoder(cfg), hf, pooler=has_pooler(weights, prefix))
 
@@ -248,9 +280,7 @@ class HFBertForMaskedLM(BertBase):
         return weights
 
     @classmethod
-    def from_checkpoint(
-        cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str
-    ) -> BertBase:
+    def from_checkpoint(cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str) -> BertBase:
         """An empty MaskedLM of the checkpoint's shape."""
         return cls(MaskedLM(TextEncoder(cfg)), hf)
 
@@ -346,22 +376,27 @@ def load(cls: type[BertBase], hf: dict, weights: dict[str, Tensor], source: str)
     if decoder_bias in weights:  # the bias the decoder really adds: tied, both are one tensor
         weights[f"{HEAD_PREFIX}bias"] = weights.pop(decoder_bias)
     tie = resolve_tie(
-        weights, f"{HEAD_PREFIX}decoder.weight", f"{prefix}embeddings.word_embeddings.weight",
+        weights,
+        f"{HEAD_PREFIX}decoder.weight",
+        f"{prefix}embeddings.word_embeddings.weight",
         bool(hf.get("tie_word_embeddings", True)),
-    )  # fmt: skip
+    )
     model = cls.from_checkpoint(config_from_hf(hf, source, tie), hf, weights, prefix)
     import_model(model, model.rules(prefix), weights, source)
     return model
 
 
 SPEC = FamilySpec(
-    name="BERT", config_from_hf=config_from_hf, config_to_hf=config_to_hf,
+    name="BERT",
+    config_from_hf=config_from_hf,
+    config_to_hf=config_to_hf,
     heads=(HFBertModel, HFBertForMaskedLM, HFBertForSequenceClassification, HFBertForTokenClassification),
     load=load,
     exports={
-        TextEncoder: "BertModel", MaskedLM: "BertForMaskedLM",
+        TextEncoder: "BertModel",
+        MaskedLM: "BertForMaskedLM",
         (SequenceClassifier, TextEncoder): "BertForSequenceClassification",
         TokenClassifier: "BertForTokenClassification",
     },
-)  # fmt: skip
+)
 register(SPEC)

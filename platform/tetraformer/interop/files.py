@@ -13,9 +13,16 @@ from tetraformer.interop.errors import InteropError
 from tetraformer.safe_loading import load_torch_file
 
 TOKENIZER_FILES = (
-    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "vocab.json", "merges.txt",
-    "spiece.model", "added_tokens.json", "preprocessor_config.json",
-)  # fmt: skip
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "added_tokens.json",
+    "preprocessor_config.json",
+)
 
 
 def read_config(path: str | Path) -> dict:
@@ -57,8 +64,11 @@ def write_model_dir(
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-    save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()}, out / "model.safetensors",
-              metadata={"format": "pt"})  # fmt: skip
+    save_file(
+        {k: v.detach().contiguous().cpu() for k, v in weights.items()},
+        out / "model.safetensors",
+        metadata={"format": "pt"},
+    )
     if tokenizer_dir is not None:
         for name in TOKENIZER_FILES:
             if (Path(tokenizer_dir) / name).is_file():

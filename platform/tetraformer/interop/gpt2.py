@@ -32,16 +32,34 @@ from tetraformer.interop.registry import FamilySpec, HFModel, register
 
 # GPT2Config's defaults: what transformers assumes for an entry config.json leaves out
 DEFAULTS = dict(
-    vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12, n_inner=None,
-    activation_function="gelu_new", resid_pdrop=0.1, attn_pdrop=0.1, layer_norm_epsilon=1e-5,
-    initializer_range=0.02, scale_attn_weights=True, tie_word_embeddings=True,
-)  # fmt: skip
+    vocab_size=50257,
+    n_positions=1024,
+    n_embd=768,
+    n_layer=12,
+    n_head=12,
+    n_inner=None,
+    activation_function="gelu_new",
+    resid_pdrop=0.1,
+    attn_pdrop=0.1,
+    layer_norm_epsilon=1e-5,
+    initializer_range=0.02,
+    scale_attn_weights=True,
+    tie_word_embeddings=True,
+)
 # reorder_and_upcast_attn only changes mixed-precision arithmetic, so any value loads
 SUPPORTED = {"scale_attn_by_inverse_layer_idx": (False,), "add_cross_attention": (False,)}
 EXPORTABLE = dict(
-    norm="layernorm", norm_position="pre", embedding_norm=False, position="learned", bias=True,
-    use_qkv_bias=True, type_vocab_size=0, scale_embeddings=False, rescale_tied_logits=False, n_decoder_layers=0,
-)  # fmt: skip
+    norm="layernorm",
+    norm_position="pre",
+    embedding_norm=False,
+    position="learned",
+    bias=True,
+    use_qkv_bias=True,
+    type_vocab_size=0,
+    scale_embeddings=False,
+    rescale_tied_logits=False,
+    n_decoder_layers=0,
+)
 
 
 def config_from_hf(hf: dict, source: str, tie: bool = True) -> TransformerConfig:
@@ -50,12 +68,23 @@ def config_from_hf(hf: dict, source: str, tie: bool = True) -> TransformerConfig
     hf = {**DEFAULTS, **hf}
     d, act = hf["n_embd"], activation_from_hf(hf["activation_function"], "activation_function", source)
     fields = dict(
-        d_model=d, n_heads=hf["n_head"], n_layers=hf["n_layer"], d_ff=hf["n_inner"] or 4 * d,
-        vocab_size=hf["vocab_size"], max_len=hf["n_positions"], norm_position="pre",
-        norm_eps=hf["layer_norm_epsilon"], activation=act, position="learned", dropout=hf["resid_pdrop"],
-        attn_dropout=hf["attn_pdrop"], scale_attention=bool(hf["scale_attn_weights"]),
-        init_std=hf["initializer_range"], scaled_residual_init=True, tie_embeddings=tie,
-    )  # fmt: skip
+        d_model=d,
+        n_heads=hf["n_head"],
+        n_layers=hf["n_layer"],
+        d_ff=hf["n_inner"] or 4 * d,
+        vocab_size=hf["vocab_size"],
+        max_len=hf["n_positions"],
+        norm_position="pre",
+        norm_eps=hf["layer_norm_epsilon"],
+        activation=act,
+        position="learned",
+        dropout=hf["resid_pdrop"],
+        attn_dropout=hf["attn_pdrop"],
+        scale_attention=bool(hf["scale_attn_weights"]),
+        init_std=hf["initializer_range"],
+        scaled_residual_init=True,
+        tie_embeddings=tie,
+    )
     try:
         return TransformerConfig(**fields)
     except ValueError as err:
@@ -66,15 +95,27 @@ def config_to_hf(cfg: TransformerConfig, original: dict) -> dict:
     """config.json entries for a core config, over the entries of the checkpoint it came from."""
     require(cfg, "GPT-2", {**EXPORTABLE, "inner_dim": cfg.d_model})
     return {
-        "bos_token_id": None, "eos_token_id": None,  # GPT2Config's 50256 would not fit another vocabulary
-        **kept_config(original), "model_type": "gpt2", "vocab_size": cfg.vocab_size, "n_embd": cfg.d_model,
-        "n_layer": cfg.n_layers, "n_head": cfg.n_heads, "n_inner": cfg.d_ff, "n_positions": cfg.max_len,
+        "bos_token_id": None,
+        "eos_token_id": None,  # GPT2Config's 50256 would not fit another vocabulary
+        **kept_config(original),
+        "model_type": "gpt2",
+        "vocab_size": cfg.vocab_size,
+        "n_embd": cfg.d_model,
+        "n_layer": cfg.n_layers,
+        "n_head": cfg.n_heads,
+        "n_inner": cfg.d_ff,
+        "n_positions": cfg.max_len,
         "activation_function": activation_to_hf(cfg.activation, original.get("activation_function"), "GPT-2"),
-        "resid_pdrop": cfg.dropout, "embd_pdrop": cfg.dropout, "attn_pdrop": cfg.attn_dropout,
-        "layer_norm_epsilon": cfg.norm_eps, "initializer_range": cfg.init_std,
-        "scale_attn_weights": cfg.scale_attention, "scale_attn_by_inverse_layer_idx": False,
-        "add_cross_attention": False, "tie_word_embeddings": cfg.tie_embeddings,
-    }  # fmt: skip
+        "resid_pdrop": cfg.dropout,
+        "embd_pdrop": cfg.dropout,
+        "attn_pdrop": cfg.attn_dropout,
+        "layer_norm_epsilon": cfg.norm_eps,
+        "initializer_range": cfg.init_std,
+        "scale_attn_weights": cfg.scale_attention,
+        "scale_attn_by_inverse_layer_idx": False,
+        "add_cross_attention": False,
+        "tie_word_embeddings": cfg.tie_embeddings,
+    }
 
 
 def decoder_rules(n_layers: int, prefix: str) -> list[Rule]:
@@ -105,9 +146,7 @@ class GPT2Base(HFModel):
         self, input_ids: Tensor, attention_mask: Tensor | None = None, position_ids: Tensor | None = None
     ) -> Tensor:
         """(B, T) ids, real-token mask, optional positions -> (B, T, D) final hidden states (after ln_f)."""
-        return self.core.forward_features(
-            input_ids, attention_mask, position_ids=position_ids
-        ).last_hidden_state
+        return self.core.forward_features(input_ids, attention_mask, position_ids=position_ids).last_hidden_state
 
     def rules(self, prefix: str) -> list[Rule]:
         """Every tensor of this model and its HF name(s), the decoder under `prefix`."""
@@ -163,9 +202,7 @@ def load(cls: type[GPT2Base], hf: dict, weights: dict[str, Tensor], source: str)
     """Build `cls` from a GPT-2 config.json and state dict, with or without the `transformer.` prefix."""
     weights = dict(weights)
     prefix = base_prefix(weights, "transformer.")
-    tie = resolve_tie(
-        weights, "lm_head.weight", f"{prefix}wte.weight", bool(hf.get("tie_word_embeddings", True))
-    )
+    tie = resolve_tie(weights, "lm_head.weight", f"{prefix}wte.weight", bool(hf.get("tie_word_embeddings", True)))
     tie = tie or cls is HFGPT2Model  # a base model has no head: keep the core's head a free alias
     model = cls(CausalLM(config_from_hf(hf, source, tie)), hf)
     import_model(model, model.rules(prefix), weights, source)
@@ -173,7 +210,11 @@ def load(cls: type[GPT2Base], hf: dict, weights: dict[str, Tensor], source: str)
 
 
 SPEC = FamilySpec(
-    name="GPT-2", config_from_hf=config_from_hf, config_to_hf=config_to_hf,
-    heads=(HFGPT2Model, HFGPT2LMHeadModel), load=load, exports={CausalLM: "GPT2LMHeadModel"},
-)  # fmt: skip
+    name="GPT-2",
+    config_from_hf=config_from_hf,
+    config_to_hf=config_to_hf,
+    heads=(HFGPT2Model, HFGPT2LMHeadModel),
+    load=load,
+    exports={CausalLM: "GPT2LMHeadModel"},
+)
 register(SPEC)

@@ -21,10 +21,15 @@ log = logging.getLogger(__name__)
 
 # Hugging Face activation names -> the core's; all of one core name compute the same function
 ACTIVATIONS_FROM_HF = {
-    "gelu": "gelu", "gelu_python": "gelu", "relu": "relu",
-    "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_python_tanh": "gelu_tanh",
-    "gelu_fast": "gelu_tanh", "gelu_accurate": "gelu_tanh",
-}  # fmt: skip
+    "gelu": "gelu",
+    "gelu_python": "gelu",
+    "relu": "relu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_python_tanh": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "gelu_accurate": "gelu_tanh",
+}
 ACTIVATIONS_TO_HF = {"gelu": "gelu", "relu": "relu", "gelu_tanh": "gelu_new"}
 # keys that are not weights: buffers old checkpoints carry (position ids, GPT-2's causal mask)
 BUFFER_SUFFIXES = ("position_ids", "attn.bias", "attn.masked_bias")
@@ -43,9 +48,7 @@ class Rule:
 
 def weight_and_bias(ours: str, *theirs: str, transpose: bool = False) -> list[Rule]:
     """Rules for the `.weight` and `.bias` of a linear layer or norm."""
-    return [
-        Rule(f"{ours}.{name}", tuple(f"{t}.{name}" for t in theirs), transpose) for name in ("weight", "bias")
-    ]
+    return [Rule(f"{ours}.{name}", tuple(f"{t}.{name}" for t in theirs), transpose) for name in ("weight", "bias")]
 
 
 def import_state(model: nn.Module, rules: list[Rule], reader: WeightReader) -> None:
@@ -75,9 +78,7 @@ def export_state(model: nn.Module, rules: list[Rule]) -> dict[str, Tensor]:
     state, out = model.state_dict(), {}
     for rule in rules:
         for key, part in zip(rule.theirs, split(state[rule.ours], len(rule.theirs)), strict=True):
-            out[key] = _orient(
-                part, rule.transpose
-            ).clone()  # own storage: safetensors refuses shared tensors
+            out[key] = _orient(part, rule.transpose).clone()  # own storage: safetensors refuses shared tensors
     return out
 
 
@@ -120,9 +121,7 @@ def resolve_tie(weights: dict[str, Tensor], copy_key: str, source_key: str, tie:
 def activation_from_hf(name: Any, field: str, source: str) -> str:
     """The core activation computing the same function as a Hugging Face activation name."""
     if name not in ACTIVATIONS_FROM_HF:
-        raise InteropError(
-            f"{source}: {field}={name!r} is not supported; supported: {sorted(ACTIVATIONS_FROM_HF)}"
-        )
+        raise InteropError(f"{source}: {field}={name!r} is not supported; supported: {sorted(ACTIVATIONS_FROM_HF)}")
     return ACTIVATIONS_FROM_HF[name]
 
 
@@ -131,9 +130,7 @@ def activation_to_hf(activation: str, original: Any, family: str) -> str:
     if ACTIVATIONS_FROM_HF.get(original) == activation:
         return original
     if activation not in ACTIVATIONS_TO_HF:
-        raise InteropError(
-            f"{family} has no {activation!r} activation; exportable: {sorted(ACTIVATIONS_TO_HF)}"
-        )
+        raise InteropError(f"{family} has no {activation!r} activation; exportable: {sorted(ACTIVATIONS_TO_HF)}")
     return ACTIVATIONS_TO_HF[activation]
 
 
@@ -141,9 +138,7 @@ def check_supported(hf: dict, source: str, allowed: dict[str, tuple[Any, ...]]) 
     """Error for a config entry set to a value the core cannot reproduce (absent entries take HF's default)."""
     for field, values in allowed.items():
         if field in hf and hf[field] not in values:
-            raise InteropError(
-                f"{source}: config.json sets {field}={hf[field]!r}; Tetraformer supports only {values}"
-            )
+            raise InteropError(f"{source}: config.json sets {field}={hf[field]!r}; Tetraformer supports only {values}")
 
 
 def require(cfg: Any, family: str, expected: dict[str, Any]) -> None:

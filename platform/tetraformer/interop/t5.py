@@ -20,10 +20,15 @@ from tetraformer.interop.registry import FamilySpec, HFModel, register
 
 # feed_forward_proj -> the core activation computing the same function, and back
 FFN_FROM_HF = {
-    "relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-    "gated-gelu": "geglu_tanh", "gated-gelu_new": "geglu_tanh", "gated-gelu_pytorch_tanh": "geglu_tanh",
+    "relu": "relu",
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gated-gelu": "geglu_tanh",
+    "gated-gelu_new": "geglu_tanh",
+    "gated-gelu_pytorch_tanh": "geglu_tanh",
     "gated-silu": "swiglu",
-}  # fmt: skip
+}
 FFN_TO_HF = {
     "relu": "relu",
     "gelu": "gelu",
@@ -33,13 +38,23 @@ FFN_TO_HF = {
 }
 # what a core config must hold to be written as T5
 T5_SHAPE = dict(
-    norm="rmsnorm", norm_position="pre", position="relative", bias=False, use_qkv_bias=False,
-    scale_embeddings=False, embedding_norm=False, type_vocab_size=0,
-)  # fmt: skip  # scale_attention is either way: export folds the 1/sqrt(d_head) into the query weights
+    norm="rmsnorm",
+    norm_position="pre",
+    position="relative",
+    bias=False,
+    use_qkv_bias=False,
+    scale_embeddings=False,
+    embedding_norm=False,
+    type_vocab_size=0,
+)  # scale_attention is either way: export folds the 1/sqrt(d_head) into the query weights
 QUERY_WEIGHTS = ("SelfAttention.q.weight", "EncDecAttention.q.weight")
 # copies transformers itself ignores: per-stack embeddings, a tied head, the decoder's unused cross bias
-REDUNDANT = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight",
-             "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight")  # fmt: skip
+REDUNDANT = (
+    "encoder.embed_tokens.weight",
+    "decoder.embed_tokens.weight",
+    "lm_head.weight",
+    "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight",
+)
 
 
 class T5Base(HFModel):
@@ -116,19 +131,32 @@ def config_from_hf(hf: dict, source: str, tied: bool, rescale: bool) -> Transfor
     """The core config of a T5 config.json (absent entries take T5Config's defaults)."""
     proj = hf.get("feed_forward_proj", "relu")
     if proj not in FFN_FROM_HF:
-        raise InteropError(
-            f"{source}: feed_forward_proj={proj!r} is not supported; supported: {sorted(FFN_FROM_HF)}"
-        )
+        raise InteropError(f"{source}: feed_forward_proj={proj!r} is not supported; supported: {sorted(FFN_FROM_HF)}")
     n_layers, rate = hf.get("num_layers", 6), hf.get("dropout_rate", 0.1)
     return TransformerConfig(
-        d_model=hf.get("d_model", 512), n_heads=hf.get("num_heads", 8), d_head=hf.get("d_kv", 64),
-        n_layers=n_layers, n_decoder_layers=hf.get("num_decoder_layers") or n_layers, d_ff=hf.get("d_ff", 2048),
-        vocab_size=hf.get("vocab_size", 32128), norm="rmsnorm", norm_position="pre",
-        norm_eps=hf.get("layer_norm_epsilon", 1e-6), activation=FFN_FROM_HF[proj], position="relative",
-        bias=False, scale_attention=False, init_scheme="t5", relative_buckets=hf.get("relative_attention_num_buckets", 32),
+        d_model=hf.get("d_model", 512),
+        n_heads=hf.get("num_heads", 8),
+        d_head=hf.get("d_kv", 64),
+        n_layers=n_layers,
+        n_decoder_layers=hf.get("num_decoder_layers") or n_layers,
+        d_ff=hf.get("d_ff", 2048),
+        vocab_size=hf.get("vocab_size", 32128),
+        norm="rmsnorm",
+        norm_position="pre",
+        norm_eps=hf.get("layer_norm_epsilon", 1e-6),
+        activation=FFN_FROM_HF[proj],
+        position="relative",
+        bias=False,
+        scale_attention=False,
+        init_scheme="t5",
+        relative_buckets=hf.get("relative_attention_num_buckets", 32),
         relative_max_distance=hf.get("relative_attention_max_distance", 128),
-        dropout=rate, attn_dropout=rate, ffn_dropout=rate, tie_embeddings=tied, rescale_tied_logits=rescale,
-    )  # fmt: skip
+        dropout=rate,
+        attn_dropout=rate,
+        ffn_dropout=rate,
+        tie_embeddings=tied,
+        rescale_tied_logits=rescale,
+    )
 
 
 def scales_decoder_output(hf: dict) -> bool:
@@ -207,21 +235,36 @@ def config_to_hf(cfg: TransformerConfig, original: dict, tied: bool) -> dict[str
     proj = FFN_TO_HF[cfg.activation]
     act = proj.split("-")[-1]
     return kept_config(original) | dict(
-        model_type="t5", is_encoder_decoder=True, vocab_size=cfg.vocab_size, d_model=cfg.d_model,
-        d_kv=cfg.head_dim, d_ff=cfg.d_ff, num_layers=cfg.n_layers, num_heads=cfg.n_heads,
-        num_decoder_layers=cfg.n_decoder_layers or cfg.n_layers, layer_norm_epsilon=cfg.norm_eps,
+        model_type="t5",
+        is_encoder_decoder=True,
+        vocab_size=cfg.vocab_size,
+        d_model=cfg.d_model,
+        d_kv=cfg.head_dim,
+        d_ff=cfg.d_ff,
+        num_layers=cfg.n_layers,
+        num_heads=cfg.n_heads,
+        num_decoder_layers=cfg.n_decoder_layers or cfg.n_layers,
+        layer_norm_epsilon=cfg.norm_eps,
         relative_attention_num_buckets=cfg.relative_buckets,
-        relative_attention_max_distance=cfg.relative_max_distance, dropout_rate=cfg.dropout,
-        feed_forward_proj=proj, dense_act_fn="gelu_new" if proj == "gated-gelu" else act,
-        is_gated_act=proj.startswith("gated-"), tie_word_embeddings=tied,
+        relative_attention_max_distance=cfg.relative_max_distance,
+        dropout_rate=cfg.dropout,
+        feed_forward_proj=proj,
+        dense_act_fn="gelu_new" if proj == "gated-gelu" else act,
+        is_gated_act=proj.startswith("gated-"),
+        tie_word_embeddings=tied,
         scale_decoder_outputs=tied and cfg.rescale_tied_logits,
-        pad_token_id=original.get("pad_token_id", 0), eos_token_id=original.get("eos_token_id", 1),
+        pad_token_id=original.get("pad_token_id", 0),
+        eos_token_id=original.get("eos_token_id", 1),
         decoder_start_token_id=original.get("decoder_start_token_id", 0),
-    )  # fmt: skip
+    )
 
 
 SPEC = FamilySpec(
-    name="T5", config_from_hf=config_from_hf, config_to_hf=config_to_hf,
-    heads=(HFT5Model, HFT5ForConditionalGeneration), load=load, exports={Seq2SeqLM: "T5ForConditionalGeneration"},
-)  # fmt: skip
+    name="T5",
+    config_from_hf=config_from_hf,
+    config_to_hf=config_to_hf,
+    heads=(HFT5Model, HFT5ForConditionalGeneration),
+    load=load,
+    exports={Seq2SeqLM: "T5ForConditionalGeneration"},
+)
 register(SPEC)

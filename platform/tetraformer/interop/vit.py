@@ -32,9 +32,14 @@ from tetraformer.interop.registry import FamilySpec, HFModel, register
 POSITIONS = "embeddings.position_embeddings"  # HF stores it as (1, 1 + N, D), ours is (1 + N, D)
 # what a core config must hold to be written as ViT
 VIT_SHAPE = dict(
-    norm="layernorm", norm_position="pre", position="learned", bias=True, scale_attention=True,
-    scale_embeddings=False, embedding_norm=False,
-)  # fmt: skip
+    norm="layernorm",
+    norm_position="pre",
+    position="learned",
+    bias=True,
+    scale_attention=True,
+    scale_embeddings=False,
+    embedding_norm=False,
+)
 
 
 def check_image_size(cfg: TransformerConfig, pixel_values: Tensor, interpolate: bool) -> None:
@@ -111,9 +116,7 @@ class HFViTModel(ViTBase):
         return super().export_config() | dict(pooler_act="tanh", pooler_output_size=self.core.cfg.d_model)
 
     @classmethod
-    def from_checkpoint(
-        cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str
-    ) -> ViTBase:
+    def from_checkpoint(cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str) -> ViTBase:
         """An empty model, with a pooler only when the checkpoint has its weights."""
         return cls(ImageEncoder(cfg), hf, pooler=has_pooler(weights, prefix))
 
@@ -155,9 +158,7 @@ class HFViTForImageClassification(ViTBase):
         return super().export_config() | labels(self.hf_config, self.core.head.classifier.out_features)
 
     @classmethod
-    def from_checkpoint(
-        cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str
-    ) -> ViTBase:
+    def from_checkpoint(cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str) -> ViTBase:
         """An empty classifier with the checkpoint's number of labels."""
         return cls(SequenceClassifier(ImageEncoder(cfg), num_labels(hf), pooling="cls"), hf)
 
@@ -166,17 +167,27 @@ class HFViTForImageClassification(ViTBase):
 def config_from_hf(hf: dict, source: str) -> TransformerConfig:
     """The core config of a ViT config.json (absent entries take ViTConfig's defaults)."""
     return TransformerConfig(
-        d_model=hf.get("hidden_size", 768), n_heads=hf.get("num_attention_heads", 12),
-        n_layers=hf.get("num_hidden_layers", 12), d_ff=hf.get("intermediate_size", 3072), vocab_size=0,
+        d_model=hf.get("hidden_size", 768),
+        n_heads=hf.get("num_attention_heads", 12),
+        n_layers=hf.get("num_hidden_layers", 12),
+        d_ff=hf.get("intermediate_size", 3072),
+        vocab_size=0,
         d_head=hf.get("head_dim"),
-        norm="layernorm", norm_position="pre", norm_eps=hf.get("layer_norm_eps", 1e-12),
+        norm="layernorm",
+        norm_position="pre",
+        norm_eps=hf.get("layer_norm_eps", 1e-12),
         activation=activation_from_hf(hf.get("hidden_act", "gelu"), "hidden_act", source),
-        position="learned", bias=True, qkv_bias=hf.get("qkv_bias", True),
+        position="learned",
+        bias=True,
+        qkv_bias=hf.get("qkv_bias", True),
         image_size=_square(hf.get("image_size", 224), "image_size", source),
-        patch_size=_square(hf.get("patch_size", 16), "patch_size", source), n_channels=hf.get("num_channels", 3),
-        dropout=hf.get("hidden_dropout_prob", 0.0), attn_dropout=hf.get("attention_probs_dropout_prob", 0.0),
-        init_std=hf.get("initializer_range", 0.02), tie_embeddings=False,
-    )  # fmt: skip
+        patch_size=_square(hf.get("patch_size", 16), "patch_size", source),
+        n_channels=hf.get("num_channels", 3),
+        dropout=hf.get("hidden_dropout_prob", 0.0),
+        attn_dropout=hf.get("attention_probs_dropout_prob", 0.0),
+        init_std=hf.get("initializer_range", 0.02),
+        tie_embeddings=False,
+    )
 
 
 def _square(value: Any, field: str, source: str) -> int:
@@ -236,19 +247,34 @@ def _layer_rules(cfg: TransformerConfig, ours: str, theirs: str) -> list[Rule]:
 def config_to_hf(cfg: TransformerConfig, original: dict) -> dict[str, Any]:
     """The ViT config.json entries that follow from the core config (others kept from the original)."""
     kept = {k: v for k, v in kept_config(original).items() if k != "head_dim"}
-    return kept | dict(
-        model_type="vit", hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers,
-        num_attention_heads=cfg.n_heads, intermediate_size=cfg.d_ff,
-        hidden_act=activation_to_hf(cfg.activation, original.get("hidden_act"), "ViT"),
-        hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.attn_dropout,
-        initializer_range=cfg.init_std, layer_norm_eps=cfg.norm_eps, image_size=cfg.image_size,
-        patch_size=cfg.patch_size, num_channels=cfg.n_channels, qkv_bias=cfg.use_qkv_bias,
-    ) | ({"head_dim": cfg.d_head} if cfg.d_head else {})  # fmt: skip
+    return (
+        kept
+        | dict(
+            model_type="vit",
+            hidden_size=cfg.d_model,
+            num_hidden_layers=cfg.n_layers,
+            num_attention_heads=cfg.n_heads,
+            intermediate_size=cfg.d_ff,
+            hidden_act=activation_to_hf(cfg.activation, original.get("hidden_act"), "ViT"),
+            hidden_dropout_prob=cfg.dropout,
+            attention_probs_dropout_prob=cfg.attn_dropout,
+            initializer_range=cfg.init_std,
+            layer_norm_eps=cfg.norm_eps,
+            image_size=cfg.image_size,
+            patch_size=cfg.patch_size,
+            num_channels=cfg.n_channels,
+            qkv_bias=cfg.use_qkv_bias,
+        )
+        | ({"head_dim": cfg.d_head} if cfg.d_head else {})
+    )
 
 
 SPEC = FamilySpec(
-    name="ViT", config_from_hf=config_from_hf, config_to_hf=config_to_hf,
-    heads=(HFViTModel, HFViTForImageClassification), load=load,
+    name="ViT",
+    config_from_hf=config_from_hf,
+    config_to_hf=config_to_hf,
+    heads=(HFViTModel, HFViTForImageClassification),
+    load=load,
     exports={ImageEncoder: "ViTModel", (SequenceClassifier, ImageEncoder): "ViTForImageClassification"},
-)  # fmt: skip
+)
 register(SPEC)

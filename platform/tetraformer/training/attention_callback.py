@@ -52,8 +52,9 @@ class AttentionRolloutImages(Callback):
         if not trainer.is_global_zero:
             return
         path = Path(trainer.default_root_dir) / "attention" / f"step_{trainer.global_step:06d}.png"
-        rollout_grid_figure(display.cpu().numpy(), rollouts.cpu().numpy(), path,
-                            title=f"attention rollout, step {trainer.global_step}")  # fmt: skip
+        rollout_grid_figure(
+            display.cpu().numpy(), rollouts.cpu().numpy(), path, title=f"attention rollout, step {trainer.global_step}"
+        )
         logger = wandb_logger(trainer.loggers)
         if logger is not None:
             logger.log_image(key="val/attention_rollout", images=[str(path)], step=trainer.global_step)

@@ -90,7 +90,6 @@ def text_attention_figure(
     return save_png(figure, path)
 
 
-
 def _figure(rows: int, cols: int, cell: float) -> Figure:
     """An Agg-backed figure of rows x cols cells of `cell` inches."""
     figure = Figure(figsize=(cols * cell, rows * cell + 0.6), layout="constrained")
@@ -112,8 +111,9 @@ def _overlay(ax: Axes, display: np.ndarray, attention: np.ndarray, title: str) -
     """The image with a (gh, gw) map stretched over it (bilinear) in translucent colour."""
     _show_image(ax, display, title)
     h, w = np.asarray(display).shape[-2:]
-    ax.imshow(attention, cmap=HEAT_MAP, alpha=OVERLAY_ALPHA, extent=(-0.5, w - 0.5, h - 0.5, -0.5),
-              interpolation="bilinear")  # fmt: skip
+    ax.imshow(
+        attention, cmap=HEAT_MAP, alpha=OVERLAY_ALPHA, extent=(-0.5, w - 0.5, h - 0.5, -0.5), interpolation="bilinear"
+    )
 
 
 def _bare(ax: Axes, title: str) -> None:

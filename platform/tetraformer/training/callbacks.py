@@ -40,7 +40,11 @@ class SamplesTable(Callback):
         """Generate on rank zero (on every rank when FSDP shards the weights: each forward gathers them from all),
         when the task generates text and W&B logs the run; rank zero logs."""
         sharded = forward_needs_every_rank(trainer)
-        if trainer.sanity_checking or not (trainer.is_global_zero or sharded) or not isinstance(pl_module, GenerativeTask):
+        if (
+            trainer.sanity_checking
+            or not (trainer.is_global_zero or sharded)
+            or not isinstance(pl_module, GenerativeTask)
+        ):
             return
         logger = wandb_logger(trainer.loggers)
         if logger is None or not pl_module.sample_prompts:
@@ -61,14 +65,18 @@ class RunCheckpoint(ModelCheckpoint):
 
     def __init__(self, dirpath: Path, run: RunConfig) -> None:
         super().__init__(
-            dirpath=dirpath, filename="best", monitor=run.monitor, mode=run.monitor_mode, save_last=True,
-            save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False,
-        )  # fmt: skip
+            dirpath=dirpath,
+            filename="best",
+            monitor=run.monitor,
+            mode=run.monitor_mode,
+            save_last=True,
+            save_top_k=1,
+            auto_insert_metric_name=False,
+            enable_version_counter=False,
+        )
         self._final_step = -1
 
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         """Save last.ckpt on the step training stops on (before the loops count the batch as done)."""
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
         if trainer.should_stop or 0 < trainer.max_steps <= trainer.global_step:
@@ -116,9 +124,7 @@ class FinalValidation(Callback):
     steps unjudged (and best.ckpt blind to them). Asking to stop at that step makes Lightning validate first.
     """
 
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         """Stop (and so validate) on the last step of the step budget."""
         if 0 < trainer.max_steps <= trainer.global_step:
             trainer.should_stop = True
@@ -139,9 +145,7 @@ class TokenBudget(Callback):
         """Continue the count of the run a checkpoint resumes."""
         self.tokens_seen = state_dict.get("tokens_seen", 0)
 
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         """Count this batch's tokens over all ranks; stop after the batch that reaches the budget."""
         self.tokens_seen += pl_module.batch_tokens(batch) * trainer.world_size
         if self.tokens_seen >= self.max_tokens:
@@ -169,22 +173,27 @@ class JsonlPredictionWriter(BasePredictionWriter):
 
 
 def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = True) -> list[Callback]:
-    """When training: the non-finite guard, validation at the last step, best + last checkpoints (also periodic ones, on preemption, with
-    the RNG states). Always: LR monitor, throughput, time budget; and as configured: token budget, samples,
-    early stopping, progress bar."""
+    """Callbacks of a run.
+
+    When training: the non-finite guard, validation at the last step, best + last checkpoints (also periodic
+    ones, on preemption, with the RNG states). Always: LR monitor, throughput, time budget; and as configured:
+    token budget, samples, early stopping, progress bar.
+    """
     callbacks: list[Callback] = [LearningRateMonitor("step"), Throughput(run.peak_tflops), TimeBudget()]
     if checkpoints:
-        callbacks[:0] = [NonFiniteGuard(run.on_nonfinite), FinalValidation(),
-                         RunCheckpoint(Path(root_dir) / "checkpoints", run), Preemption(),
-                         PeriodicCheckpoint(run.save_every_n_steps, run.save_every_minutes)]  # fmt: skip
+        callbacks[:0] = [
+            NonFiniteGuard(run.on_nonfinite),
+            FinalValidation(),
+            RunCheckpoint(Path(root_dir) / "checkpoints", run),
+            Preemption(),
+            PeriodicCheckpoint(run.save_every_n_steps, run.save_every_minutes),
+        ]
     if run.max_tokens is not None:
         callbacks.append(TokenBudget(run.max_tokens))
     if run.samples:
         callbacks.append(SamplesTable())
     if run.early_stopping_patience is not None:
-        callbacks.append(
-            EarlyStopping(run.monitor, patience=run.early_stopping_patience, mode=run.monitor_mode)
-        )
+        callbacks.append(EarlyStopping(run.monitor, patience=run.early_stopping_patience, mode=run.monitor_mode))
     if sys.stdout.isatty():  # rich bars are noise in logs and CI
         callbacks.append(RichProgressBar())
     if checkpoints:  # last: restores the RNG states after what the others draw at train start (a peak probe)

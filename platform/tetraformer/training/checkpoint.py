@@ -70,8 +70,13 @@ def _load_backbone(net: nn.Module, backbone: nn.Module, state: dict[str, torch.T
     left_out = sorted(prefix + k for k in set(inner) - set(backbone.state_dict()))
     left_out += sorted(k for k in state if prefix and not k.startswith(prefix))
     fresh = sorted(k for k in net.state_dict() if not k.startswith(BACKBONE_PREFIX))
-    log.info("%s: loaded the backbone (%d tensors); left out of the source: %s; starting fresh: %s", source,
-             len(backbone.state_dict()), ", ".join(left_out) or "nothing", ", ".join(fresh) or "nothing")  # fmt: skip
+    log.info(
+        "%s: loaded the backbone (%d tensors); left out of the source: %s; starting fresh: %s",
+        source,
+        len(backbone.state_dict()),
+        ", ".join(left_out) or "nothing",
+        ", ".join(fresh) or "nothing",
+    )
 
 
 def _load_exact(net: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:

@@ -104,15 +104,21 @@ class TaskDataModule(L.LightningDataModule):
         return self.make_loader(self.datasets[split], train=shuffle, collate_fn=self.collate)
 
     def make_loader(
-        self, dataset: Any, train: bool, collate_fn: Callable[[Any], Any],
-        batch_sampler: Sampler[list[int]] | None = None, drop_last: bool = False,
-    ) -> DataLoader:  # fmt: skip
+        self,
+        dataset: Any,
+        train: bool,
+        collate_fn: Callable[[Any], Any],
+        batch_sampler: Sampler[list[int]] | None = None,
+        drop_last: bool = False,
+    ) -> DataLoader:
         """The one way tasks build loaders: training ones shuffle per epoch from `seed` and resume mid-epoch
         (ResumableLoader); others go in order. Neither draws from the global RNG, so validating never shifts
         what training draws."""
         options: dict[str, Any] = {
-            "num_workers": self.num_workers, "persistent_workers": self.num_workers > 0, "collate_fn": collate_fn,
-        }  # fmt: skip
+            "num_workers": self.num_workers,
+            "persistent_workers": self.num_workers > 0,
+            "collate_fn": collate_fn,
+        }
         if batch_sampler is None:
             options |= {"batch_size": self.batch_size, "drop_last": drop_last}
         else:

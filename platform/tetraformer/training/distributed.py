@@ -55,17 +55,16 @@ def watch_launcher() -> None:
     launcher_pid = os.environ.get(LAUNCHER_PID)
     if launcher_pid is None or launcher_pid != str(os.getppid()) or os.environ.get("LOCAL_RANK", "0") == "0":
         return
-    threading.Thread(target=_exit_when_orphaned, args=(int(launcher_pid),), daemon=True,
-                     name="tetraformer-launcher-watch").start()  # fmt: skip
+    threading.Thread(
+        target=_exit_when_orphaned, args=(int(launcher_pid),), daemon=True, name="tetraformer-launcher-watch"
+    ).start()
 
 
 def _exit_when_orphaned(launcher_pid: int) -> None:
     """Poll the parent; when it changes (rank 0 died, this process was re-parented) say so and exit at once."""
     while os.getppid() == launcher_pid:
         time.sleep(POLL_S)
-    log.error(
-        "local rank %s: rank 0 (pid %d) is gone; ending this rank too", os.environ["LOCAL_RANK"], launcher_pid
-    )
+    log.error("local rank %s: rank 0 (pid %d) is gone; ending this rank too", os.environ["LOCAL_RANK"], launcher_pid)
     os._exit(ORPHAN_EXIT_CODE)  # the main thread may be blocked in a collective: no clean shutdown possible
 
 

@@ -93,9 +93,10 @@ class EntityScore(Metric):
         metric's mode and scheme; REPORT_COLUMNS names the columns.
         """
         with self.sync_context(
-            dist_sync_fn=self.dist_sync_fn, should_sync=self._to_sync and not self._is_synced,
+            dist_sync_fn=self.dist_sync_fn,
+            should_sync=self._to_sync and not self._is_synced,
             should_unsync=self._should_unsync,
-        ):  # fmt: skip
+        ):
             y_true, y_pred = self._tag_sequences()
         if not y_true:
             return [[name, 0.0, 0.0, 0.0, 0] for name in AVERAGES]
@@ -104,10 +105,13 @@ class EntityScore(Metric):
             report = classification_report(y_true, y_pred, output_dict=True, zero_division=0, **self._mode())
         types = sorted(name for name in report if not name.endswith(" avg"))
         return [
-            [name, *(_zero_if_nan(report[name][k]) for k in ("precision", "recall", "f1-score")),
-             int(report[name]["support"])]
+            [
+                name,
+                *(_zero_if_nan(report[name][k]) for k in ("precision", "recall", "f1-score")),
+                int(report[name]["support"]),
+            ]
             for name in [*types, *AVERAGES]
-        ]  # fmt: skip
+        ]
 
     def _tag_sequences(self) -> tuple[list[list[str]], list[list[str]]]:
         """The true and predicted tag sequences of every sentence, from the (possibly gathered) states."""

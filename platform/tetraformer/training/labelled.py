@@ -44,6 +44,8 @@ class LabelledTask:
             return
         self.check_data(datamodule)
         if theirs is not None and "train" in datamodule.datasets and theirs.names != self.vocabulary.names:
-            raise DataError(f"the training data's {self.label_word} ({theirs.describe()}) differ from the "
-                            f"checkpoint's ({self.vocabulary.describe()})")  # fmt: skip
+            raise DataError(
+                f"the training data's {self.label_word} ({theirs.describe()}) differ from the "
+                f"checkpoint's ({self.vocabulary.describe()})"
+            )
         datamodule.use_labels(self.vocabulary)

@@ -27,7 +27,7 @@ class RunConfig:
     monitor_mode: Literal["min", "max"] = "min"
     early_stopping_patience: int | None = None  # validations without improvement before stopping
     samples: bool = True  # log a table of qualitative samples at each validation
-    # MFU's peak: auto (a matmul timed at train start), one device's TFLOP/s (e.g. 989: H100 bf16 dense), or null (no MFU)
+    # MFU's peak: auto (a matmul timed at train start), one device's TFLOP/s (989: H100 bf16 dense), or null
     peak_tflops: float | Literal["auto"] | None = "auto"
     max_tokens: int | None = None  # stop training after this many training tokens (or images)
     on_nonfinite: Literal["stop", "skip"] = "stop"  # a NaN/inf loss or gradient norm: stop the run, or skip the batch
@@ -62,10 +62,16 @@ def make_loggers(root_dir: str | Path, run: RunConfig, resume_id: str | None = N
         root.mkdir(parents=True, exist_ok=True)
         loggers.append(
             WandbLogger(
-                save_dir=str(root), project=run.project, name=run.name, group=run.group, tags=run.tags or None,
-                offline=mode == "offline", id=resume_id, resume="allow" if resume_id else None,
+                save_dir=str(root),
+                project=run.project,
+                name=run.name,
+                group=run.group,
+                tags=run.tags or None,
+                offline=mode == "offline",
+                id=resume_id,
+                resume="allow" if resume_id else None,
             )
-        )  # fmt: skip
+        )
         log.info("W&B logging %s (%s)", mode, root / "wandb")
     return loggers
 

@@ -175,9 +175,12 @@ class TaskModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Store config, tokenizer and task settings; make hyper-parameters plain data."""
         checkpoint[PAYLOAD_KEY] = make_payload(
-            f"{type(self).__module__}.{type(self).__qualname__}", self.net.cfg, self.tokenizer, self.task_state(),
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            self.net.cfg,
+            self.tokenizer,
+            self.task_state(),
             wandb_run_id=next((lg.version for lg in self.loggers if isinstance(lg, WandbLogger)), None),
-        )  # fmt: skip
+        )
         if "hyper_parameters" in checkpoint:
             checkpoint["hyper_parameters"] = plain(dict(checkpoint["hyper_parameters"]))
 
@@ -238,8 +241,15 @@ class TaskModule(L.LightningModule):
             return out["loss"]
         batch_size = batch_rows(batch)
         for name, value in out.items():
-            self.log(f"{stage}/{name}", value, on_step=on_step, on_epoch=not on_step, prog_bar=name == "loss",
-                     batch_size=batch_size, sync_dist=not on_step)  # fmt: skip
+            self.log(
+                f"{stage}/{name}",
+                value,
+                on_step=on_step,
+                on_epoch=not on_step,
+                prog_bar=name == "loss",
+                batch_size=batch_size,
+                sync_dist=not on_step,
+            )
         if preds is not None:
             self._update_metrics(stage, preds, targets, batch_size)
         return out["loss"]
@@ -279,8 +289,14 @@ class TaskModule(L.LightningModule):
                 metric(preds, targets)  # forward: the step's own value, logged like train/loss
             else:
                 metric.update(preds, targets)
-            self.log(f"{stage}/{name}", metric, on_step=on_step, on_epoch=not on_step, batch_size=batch_size,
-                     metric_attribute=f"{stage}_metrics.{name}")  # fmt: skip
+            self.log(
+                f"{stage}/{name}",
+                metric,
+                on_step=on_step,
+                on_epoch=not on_step,
+                batch_size=batch_size,
+                metric_attribute=f"{stage}_metrics.{name}",
+            )
         if self.confusion is not None and stage in self.confusion:
             self.confusion[stage].update(preds, targets)
 
@@ -317,13 +333,21 @@ class TaskModule(L.LightningModule):
         self.confusion[stage].reset()
         if self.trainer.sanity_checking or not self.trainer.is_global_zero:
             return
-        write_reports(self.trainer.default_root_dir, stage, matrix.cpu().numpy(), self.label_names(),
-                      wandb_logger(self.loggers), self.global_step)  # fmt: skip
+        write_reports(
+            self.trainer.default_root_dir,
+            stage,
+            matrix.cpu().numpy(),
+            self.label_names(),
+            wandb_logger(self.loggers),
+            self.global_step,
+        )
 
     def cross_entropy(self, logits: Tensor, targets: Tensor, ignore_index: int = -100) -> Tensor:
         """Token- or sequence-level cross-entropy with the module's label smoothing."""
         smoothing = self.label_smoothing if self.training else 0.0
         return nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=ignore_index,
+            logits.reshape(-1, logits.shape[-1]).float(),
+            targets.reshape(-1),
+            ignore_index=ignore_index,
             label_smoothing=smoothing,
-        )  # fmt: skip
+        )

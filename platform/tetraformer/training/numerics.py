@@ -75,9 +75,7 @@ class NonFiniteGuard(Callback):
             raise NonFiniteError(stop_message(trainer, optimizer, what))
         optimizer.zero_grad(set_to_none=True)  # no gradient: the optimizer leaves weights and its state alone
         self.skipped += 1
-        log.warning(
-            "step %d: %s: skipped this batch (%d skipped so far)", trainer.global_step, what, self.skipped
-        )
+        log.warning("step %d: %s: skipped this batch (%d skipped so far)", trainer.global_step, what, self.skipped)
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int

@@ -44,9 +44,7 @@ class PeriodicCheckpoint(Callback):
         if not trainer.sanity_checking:
             self._saved_at = self.clock()
 
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         """Save last.ckpt when a period ended with this step (not on the step a fit stops on: that one is saved)."""
         if not self._boundary.crossed(trainer):
             return  # accumulating gradients: not a step boundary

@@ -55,9 +55,7 @@ class Preemption(Callback):
         """The same when no sanity check ran (a resumed run)."""
         self._install()
 
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         """After each optimizer step, stop every rank when any rank was signalled (before the checkpoint hook)."""
         if not self._boundary.crossed(trainer):
             return  # accumulating gradients: not a step boundary
@@ -73,8 +71,12 @@ class Preemption(Callback):
         if not self.stopped_by or not trainer.is_global_zero:
             return
         names = ", ".join(signal.Signals(signum).name for signum in sorted(self.stopped_by))
-        log.info("%s: stopped at step %d with last.ckpt saved; resume with: %s", names, trainer.global_step,
-                 resume_command(sys.argv[1:]))  # fmt: skip
+        log.info(
+            "%s: stopped at step %d with last.ckpt saved; resume with: %s",
+            names,
+            trainer.global_step,
+            resume_command(sys.argv[1:]),
+        )
         if REQUEUE_SIGNAL in self.stopped_by and os.environ.get("SLURM_JOB_ID"):
             requeue_slurm_job()
 

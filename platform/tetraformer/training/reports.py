@@ -96,8 +96,9 @@ def write_reports(
     W&B gets the per-class table as `{stage}/per_class` and the picture as `{stage}/confusion`.
     """
     out = Path(run_dir) / "reports"
-    table = write_table(run_dir, f"{stage}_per_class", COLUMNS, per_class_rows(confusion, labels), logger,
-                        f"{stage}/per_class", step)  # fmt: skip
+    table = write_table(
+        run_dir, f"{stage}_per_class", COLUMNS, per_class_rows(confusion, labels), logger, f"{stage}/per_class", step
+    )
     paths = {
         "per_class_csv": table["csv"],
         "per_class_md": table["md"],
@@ -107,9 +108,7 @@ def write_reports(
     with paths["confusion_csv"].open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["true \\ predicted", *labels])
-        writer.writerows(
-            [name, *map(int, row)] for name, row in zip(labels, np.asarray(confusion), strict=True)
-        )
+        writer.writerows([name, *map(int, row)] for name, row in zip(labels, np.asarray(confusion), strict=True))
     confusion_matrix_png(confusion, labels, paths["confusion_png"], title=f"{stage} confusion matrix")
     if logger is not None:
         logger.log_image(key=f"{stage}/confusion", images=[str(paths["confusion_png"])], step=step)

@@ -54,9 +54,7 @@ class EpochBatches(DistributedSampler):
     Being a DistributedSampler, Lightning neither replaces it under DDP nor misses it when it sets the epoch.
     """
 
-    def __init__(
-        self, batches: Sampler[list[int]], num_replicas: int | None = None, rank: int | None = None
-    ) -> None:  # fmt: skip
+    def __init__(self, batches: Sampler[list[int]], num_replicas: int | None = None, rank: int | None = None) -> None:
         if num_replicas is None:  # the torch.distributed world when not told (a strategy's data-parallel one)
             distributed = dist.is_available() and dist.is_initialized()
             num_replicas, rank = (dist.get_world_size(), dist.get_rank()) if distributed else (1, 0)
@@ -149,8 +147,12 @@ class ResumableLoader(DataLoader):
         if state["epoch"] == epoch:
             return state["batches"]
         if state["epoch"] != epoch - 1 or state["batches"] < len(self):
-            log.warning("the checkpoint's data position (epoch %d, batch %d) is not in epoch %d: it starts at "
-                        "its first batch", state["epoch"], state["batches"], epoch)  # fmt: skip
+            log.warning(
+                "the checkpoint's data position (epoch %d, batch %d) is not in epoch %d: it starts at its first batch",
+                state["epoch"],
+                state["batches"],
+                epoch,
+            )
         return 0
 
 
@@ -158,8 +160,12 @@ class ResumableLoader(DataLoader):
 def rng_state() -> dict[str, Any]:
     """This process's Python, NumPy, torch CPU and (when initialised) CUDA RNG states, as plain data and tensors."""
     _, key, pos, has_gauss, gauss = np.random.get_state()
-    numpy = {"key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos), "has_gauss": int(has_gauss),
-             "gauss": float(gauss)}  # fmt: skip
+    numpy = {
+        "key": torch.from_numpy(key.astype(np.int64)),
+        "pos": int(pos),
+        "has_gauss": int(has_gauss),
+        "gauss": float(gauss),
+    }
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else []
     return {"python": random.getstate(), "numpy": numpy, "torch": torch.get_rng_state(), "cuda": cuda}
 
@@ -210,8 +216,12 @@ class RandomState(Callback):
         if states is None:
             return
         if len(states) != trainer.world_size:
-            log.warning("the checkpoint holds RNG states of %d ranks, this run has %d: random draws will differ "
-                        "from the run that never stopped", len(states), trainer.world_size)  # fmt: skip
+            log.warning(
+                "the checkpoint holds RNG states of %d ranks, this run has %d: random draws will differ "
+                "from the run that never stopped",
+                len(states),
+                trainer.world_size,
+            )
             return
         set_rng_state(states[trainer.global_rank])
 

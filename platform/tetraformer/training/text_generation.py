@@ -28,7 +28,8 @@ class TextGenerationConfig:
 
     max_new_tokens: int = field(default=64, metadata={"help": "tokens to generate after each prompt"})
     do_sample: bool = field(
-        default=True, metadata={"help": "pick the most likely token (no sampling; one beam unless --num-beams)", "flag": "--greedy"}
+        default=True,
+        metadata={"help": "pick the most likely token (no sampling; one beam unless --num-beams)", "flag": "--greedy"},
     )
     temperature: float = field(default=0.8, metadata={"help": "sampling temperature; lower is more certain"})
     top_k: int = field(default=0, metadata={"help": "sample among the k most likely tokens (0: all)"})
@@ -81,11 +82,13 @@ def generate_text(
     options["max_new_tokens"] = _fit_length(net, ids.shape[1], config.max_new_tokens, encoder_decoder)
     options["do_sample"] = config.do_sample and config.num_beams == 1
     core = GenerationConfig(
-        **options, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id or 0,
+        **options,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id or 0,
         decoder_start_token_id=decoder_start_token(tokenizer),
         stop=_stop_hook(tokenizer, config.stop) if config.stop else None,
         on_token=streamer.push if streamer is not None else None,
-    )  # fmt: skip
+    )
     with eager_decoding():
         out = generate(net, ids, mask, core)
     new = out if encoder_decoder else out[:, ids.shape[1] :]
@@ -104,9 +107,7 @@ def _fit_length(net: nn.Module, prompt_len: int, max_new: int, encoder_decoder: 
     if limit < 1:
         raise ValueError(f"the prompt has {prompt_len} tokens; the model handles at most {net.cfg.max_len}")
     if max_new > limit:
-        log.warning(
-            "max_new_tokens %d capped at %d: the model handles %d positions", max_new, limit, net.cfg.max_len
-        )
+        log.warning("max_new_tokens %d capped at %d: the model handles %d positions", max_new, limit, net.cfg.max_len)
     return min(max_new, limit)
 
 

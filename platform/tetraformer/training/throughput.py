@@ -63,9 +63,7 @@ class Throughput(Callback):
         device's matmul peak in the run's precision when asked to (`auto`)."""
         if self.peak_tflops == "auto" and self.peak_flops is None:
             start = time.perf_counter()
-            self.peak_flops = (
-                measured_peak_tflops(pl_module.device, precision_dtype(trainer.precision)) * 1e12
-            )
+            self.peak_flops = measured_peak_tflops(pl_module.device, precision_dtype(trainer.precision)) * 1e12
             log.info(
                 "MFU peak: %.2f TFLOP/s, measured in %.2f s",
                 self.peak_flops / 1e12,
@@ -81,9 +79,7 @@ class Throughput(Callback):
         """Start the clock on the first batch of an interval."""
         self.interval.begin()
 
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         """Count this batch; log the interval's rates on the rows Lightning writes (every N steps, the final one)."""
         tokens = pl_module.batch_tokens(batch) * trainer.world_size
         self.tokens_seen += tokens
@@ -107,9 +103,7 @@ class Throughput(Callback):
         self.interval = Tally()
         if self.total.seconds <= 0 or not self.total.tokens:
             return
-        means = {
-            f"train/mean_{k}": v for k, v in self.total.rates(self.peak_flops, trainer.world_size).items()
-        }
+        means = {f"train/mean_{k}": v for k, v in self.total.rates(self.peak_flops, trainer.world_size).items()}
         if self.peak_flops:
             means["train/peak_tflops"] = self.peak_flops / 1e12
         if not trainer.is_global_zero:
@@ -174,8 +168,10 @@ def batch_rows(batch: Any) -> int:
 
 def summary_line(means: dict[str, float], peak_source: str, token_unit: str) -> str:
     """One line: the run's mean throughput, and its MFU with the peak it was taken against."""
-    line = (f"training throughput: {means['train/mean_tokens_per_s']:,.0f} {token_unit}/s, "
-            f"{means['train/mean_samples_per_s']:,.1f} samples/s")  # fmt: skip
+    line = (
+        f"training throughput: {means['train/mean_tokens_per_s']:,.0f} {token_unit}/s, "
+        f"{means['train/mean_samples_per_s']:,.1f} samples/s"
+    )
     if "train/mean_mfu" in means:
         line += f"; MFU {means['train/mean_mfu']:.2%} of {means['train/peak_tflops']:.3g} TFLOP/s ({peak_source} peak)"
     else:

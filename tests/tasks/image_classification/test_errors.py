@@ -66,9 +66,7 @@ def test_truncated_image_in_csv_names_row_and_image(
     """A bad image a CSV row names: the CSV's path and line, then the image's."""
     table = write_table(tmp_path / "rows.jsonl", 16, 0)
     bad = broken_png(tmp_path / "images" / "0-5.png")
-    assert fails(run_cli, capsys, train_path=str(table)).startswith(
-        f"error: {table}:6: {bad}: cannot read image"
-    )
+    assert fails(run_cli, capsys, train_path=str(table)).startswith(f"error: {table}:6: {bad}: cannot read image")
 
 
 def test_unknown_label_at_validation_lists_known(
@@ -85,9 +83,7 @@ def test_unknown_label_at_validation_lists_known(
     )
 
 
-def test_empty_class_folder(
-    run_cli: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_empty_class_folder(run_cli: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A class folder without images names the folder."""
     root = write_folder(tmp_path / "train", 16, 0)
     (root / "nothing").mkdir()

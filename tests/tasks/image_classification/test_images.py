@@ -67,9 +67,7 @@ def count_decodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def test_cache_is_reused_and_invalidated_when_a_file_changes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_cache_is_reused_and_invalidated_when_a_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Second read: no decoding, same tensor. A rewritten file changes the key: that split is decoded
     again."""
     root = write_folder(tmp_path / "train", 12, 0)
@@ -83,9 +81,7 @@ def test_cache_is_reused_and_invalidated_when_a_file_changes(
     Image.fromarray(np.zeros((SIZE, SIZE), dtype=np.uint8), mode="L").save(changed)
     third = read_source(str(root), reading, labelled=True)
     assert len(calls) == 24 and int(third.images[4].max()) == 0
-    read_source(
-        str(root), Reading(channels=3, size=SIZE, cache_dir=None), labelled=True
-    )  # other settings: new key
+    read_source(str(root), Reading(channels=3, size=SIZE, cache_dir=None), labelled=True)  # other settings: new key
     assert len(calls) == 36
     read_source(str(root), Reading(channels=1, size=SIZE, cache_dir=None, cache=False), labelled=True)
     assert len(calls) == 48

@@ -76,9 +76,7 @@ def test_init_from_hf_vit_at_another_size_then_fine_tune(
         val_path=str(folders["val"]),
     )
     tuned_net = load_task_module(tuned / "checkpoints" / "last.ckpt").net
-    assert not torch.equal(
-        tuned_net.backbone.encoder.layers[0].ffn.up.weight, hf.vit.layers[0].mlp.fc1.weight
-    )
+    assert not torch.equal(tuned_net.backbone.encoder.layers[0].ffn.up.weight, hf.vit.layers[0].mlp.fc1.weight)
     assert np.isfinite(last_metrics(tuned, "train")["train/loss"])
 
 
@@ -91,9 +89,7 @@ def test_top5_accuracy_with_more_than_five_classes(run_cli: Callable[..., Path],
         row, col = divmod(int(cls), 4)
         x[i, row * 8 : row * 8 + 8, col * 4 : col * 4 + 4] += 150
     np.savez(tmp_path / "cells.npz", x=x, y=y)
-    run = run_cli(
-        "fit", "--trainer.max_epochs", "2", train_path=str(tmp_path / "cells.npz"), val_fraction=0.25
-    )
+    run = run_cli("fit", "--trainer.max_epochs", "2", train_path=str(tmp_path / "cells.npz"), val_fraction=0.25)
     metrics = last_metrics(run)
     assert metrics["val/top5_acc"] >= metrics["val/acc"]
 

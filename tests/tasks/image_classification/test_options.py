@@ -42,11 +42,7 @@ def test_mixing_sinusoidal_mean_pooling_and_given_statistics(
     images = read_checkpoint(ckpt)[PAYLOAD_KEY]["task"]["images"]
     assert images == {"size": 16, "channels": 3, "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}
     net = load_task_module(ckpt).net
-    assert (
-        net.head.pooling == "mean"
-        and net.cfg.position == "sinusoidal"
-        and net.backbone.embed.positions is None
-    )
+    assert net.head.pooling == "mean" and net.cfg.position == "sinusoidal" and net.backbone.embed.positions is None
 
 
 def test_mean_and_std_need_one_value_per_channel(
@@ -54,9 +50,7 @@ def test_mean_and_std_need_one_value_per_channel(
 ) -> None:
     """Three means for gray images: one error line, exit code 2."""
     with pytest.raises(SystemExit) as exit_info:
-        run_cli(
-            "fit", "--trainer.max_steps", "1", train_path=str(folders["train"]), mean=[0.5] * 3, std=[0.2] * 3
-        )
+        run_cli("fit", "--trainer.max_steps", "1", train_path=str(folders["train"]), mean=[0.5] * 3, std=[0.2] * 3)
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "error: --data.mean and --data.std need 1 value(s) each, one per channel"

@@ -19,8 +19,14 @@ def tiny_config(root: Path, **data: object) -> dict:
     return {
         "seed_everything": 0,
         "trainer": {
-            "default_root_dir": str(root), "max_steps": 20, "val_check_interval": 5, "check_val_every_n_epoch": None,
-            "log_every_n_steps": 1, "enable_progress_bar": False, "enable_model_summary": False, "accelerator": "cpu",
+            "default_root_dir": str(root),
+            "max_steps": 20,
+            "val_check_interval": 5,
+            "check_val_every_n_epoch": None,
+            "log_every_n_steps": 1,
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "accelerator": "cpu",
             "devices": 1,
         },
         "model": {
@@ -37,7 +43,7 @@ def tiny_config(root: Path, **data: object) -> dict:
             "init_args": {"tokenizer_type": "char", "block_size": 16, "batch_size": 8, **data},
         },
         "run": {"wandb": "disabled"},
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture

@@ -22,9 +22,7 @@ def train_losses(run: Path) -> list[tuple[int, float]]:
     rows = []
     for metrics in sorted(run.glob("logs/version_*/metrics.csv")):
         with metrics.open() as f:
-            rows += [
-                (int(r["step"]), float(r["train/loss"])) for r in csv.DictReader(f) if r.get("train/loss")
-            ]
+            rows += [(int(r["step"]), float(r["train/loss"])) for r in csv.DictReader(f) if r.get("train/loss")]
     return rows
 
 
@@ -66,8 +64,9 @@ def test_resume_continues_steps_and_loss(run_cli: Callable[..., Path], text_file
 def test_peak_tflops_logs_mfu(run_cli: Callable[..., Path], text_file: Path, peak: str) -> None:
     """`--run.peak_tflops` (given, or `auto`: measured) adds train/mfu beside train/tokens_per_s: FLOPs/s of the
     model over the peak."""
-    run = run_cli("fit", "--trainer.max_steps", "6", "--run.peak_tflops", peak, train_path=str(text_file),
-                  documents="line")  # fmt: skip
+    run = run_cli(
+        "fit", "--trainer.max_steps", "6", "--run.peak_tflops", peak, train_path=str(text_file), documents="line"
+    )
     with next(run.glob("logs/version_*/metrics.csv")).open() as f:
         rows = [r for r in csv.DictReader(f) if r.get("train/mfu")]
     assert rows
@@ -102,21 +101,54 @@ def test_generate_command_and_checkpoint_only_test(
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("First\nhear me\n")
     out = tmp_path / "gen.jsonl"
-    main(["generate", "--ckpt", ckpt, "--prompt-file", str(prompts), "--output", str(out), "--num-beams", "2",
-          "--max-new-tokens", "6"])  # fmt: skip
+    main(
+        [
+            "generate",
+            "--ckpt",
+            ckpt,
+            "--prompt-file",
+            str(prompts),
+            "--output",
+            str(out),
+            "--num-beams",
+            "2",
+            "--max-new-tokens",
+            "6",
+        ]
+    )
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["prompt"] for r in records] == ["First", "hear me"] and all(r["generated"] for r in records)
-    main(["test", "--ckpt_path", ckpt, "--data.test_path", str(text_file), "--data.documents", "line",
-          "--run.wandb", "disabled", "--trainer.default_root_dir", str(tmp_path / "test")])  # fmt: skip
-    assert any("test/loss" in p.read_text() for p in (tmp_path / "test").glob("logs/version_*/metrics.csv"))
-    main(["predict", "--ckpt_path", ckpt, "--data.predict_path", str(prompts), "--run.wandb", "disabled",
-          "--trainer.default_root_dir", str(tmp_path / "predict")])  # fmt: skip
-    predicted = [
-        json.loads(line) for line in (tmp_path / "predict" / "predictions.jsonl").read_text().splitlines()
-    ]
-    assert [r["prompt"] for r in predicted] == ["First", "hear me"] and all(
-        "generated" in r for r in predicted
+    main(
+        [
+            "test",
+            "--ckpt_path",
+            ckpt,
+            "--data.test_path",
+            str(text_file),
+            "--data.documents",
+            "line",
+            "--run.wandb",
+            "disabled",
+            "--trainer.default_root_dir",
+            str(tmp_path / "test"),
+        ]
     )
+    assert any("test/loss" in p.read_text() for p in (tmp_path / "test").glob("logs/version_*/metrics.csv"))
+    main(
+        [
+            "predict",
+            "--ckpt_path",
+            ckpt,
+            "--data.predict_path",
+            str(prompts),
+            "--run.wandb",
+            "disabled",
+            "--trainer.default_root_dir",
+            str(tmp_path / "predict"),
+        ]
+    )
+    predicted = [json.loads(line) for line in (tmp_path / "predict" / "predictions.jsonl").read_text().splitlines()]
+    assert [r["prompt"] for r in predicted] == ["First", "hear me"] and all("generated" in r for r in predicted)
 
 
 def test_wandb_offline_run_holds_metrics(
@@ -124,15 +156,25 @@ def test_wandb_offline_run_holds_metrics(
 ) -> None:
     """With WANDB_MODE=offline the run leaves an offline W&B run with the logged train and val metrics."""
     monkeypatch.setenv("WANDB_MODE", "offline")
-    run = run_cli("fit", "--trainer.max_steps", "10", "--run.wandb", "auto", train_path=str(text_file),
-                  documents="line")  # fmt: skip
+    run = run_cli(
+        "fit", "--trainer.max_steps", "10", "--run.wandb", "auto", train_path=str(text_file), documents="line"
+    )
     (run_file,) = run.glob("wandb/offline-run-*/run-*.wandb")
     rows = history_rows(run_file)
     keys = sorted({k for r in rows for k in r})
     assert "train/loss" in keys and "val/loss" in keys, keys
     assert any("val/samples/_type" in r for r in rows)  # the generated-samples table
-    run_cli("fit", "--trainer.max_steps", "15", "--run.wandb", "auto", "--ckpt_path", "last",
-            train_path=str(text_file), documents="line")  # fmt: skip
+    run_cli(
+        "fit",
+        "--trainer.max_steps",
+        "15",
+        "--run.wandb",
+        "auto",
+        "--ckpt_path",
+        "last",
+        train_path=str(text_file),
+        documents="line",
+    )
     first, resumed = sorted(run.glob("wandb/offline-run-*"))
     assert first.name.rsplit("-", 1)[1] == resumed.name.rsplit("-", 1)[1]  # the same W&B run continues
     assert min(r["trainer/global_step"] for r in history_rows(next(resumed.glob("run-*.wandb")))) >= 10
@@ -148,11 +190,16 @@ def test_wandb_offline_run_holds_metrics(
         ("nofield.jsonl", b'{"text": "ok"}\n{"body": "x"}\n', {}, "nofield.jsonl:2"),
         ("field.jsonl", b'{"body": "x"}\n', {"text_field": "content"}, "content"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_names_file_and_line(
-    name: str, content: bytes | None, options: dict, message: str, run_cli: Callable[..., Path], tmp_path: Path,
+    name: str,
+    content: bytes | None,
+    options: dict,
+    message: str,
+    run_cli: Callable[..., Path],
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Each bad input stops the CLI with one clear error line naming the file (and line)."""
     path = tmp_path / name
     if content is not None:
@@ -179,8 +226,15 @@ def test_init_from_checkpoint_starts_from_its_weights(
     first = run_cli("fit", "--trainer.max_steps", "15", **data)
     ckpt = first / "checkpoints" / "last.ckpt"
     resumed = run_cli("validate", "--ckpt_path", str(ckpt), root=tmp_path / "a", **data)
-    started = run_cli("validate", "--model.init_from", str(ckpt), "--data.tokenizer", str(first / "tokenizer"),
-                      root=tmp_path / "b", **data)  # fmt: skip
+    started = run_cli(
+        "validate",
+        "--model.init_from",
+        str(ckpt),
+        "--data.tokenizer",
+        str(first / "tokenizer"),
+        root=tmp_path / "b",
+        **data,
+    )
     assert validation_loss(started) == pytest.approx(validation_loss(resumed), rel=1e-5)
     assert validation_loss(started) < 0.8 * validation_loss(run_cli("validate", root=tmp_path / "c", **data))
 

@@ -12,8 +12,17 @@ import yaml
 from tests.tasks.language_modeling.conftest import tiny_config
 from tetraformer.cli import main
 
-DATA_BASE = {"train_path", "val_path", "test_path", "predict_path", "tokenizer", "batch_size", "num_workers",
-             "val_fraction", "seed"}  # fmt: skip
+DATA_BASE = {
+    "train_path",
+    "val_path",
+    "test_path",
+    "predict_path",
+    "tokenizer",
+    "batch_size",
+    "num_workers",
+    "val_fraction",
+    "seed",
+}
 MODEL_BASE = {"arch", "optim", "init_from", "label_smoothing"}
 
 
@@ -38,9 +47,11 @@ def test_print_config_lists_base_options(tmp_path: Path, capsys: pytest.CaptureF
 
 @pytest.mark.parametrize(
     ("section", "class_path", "options"),
-    [("data", "tasks.language_modeling.data.LanguageModelingData", DATA_BASE),
-     ("model", "tasks.language_modeling.module.LanguageModeling", MODEL_BASE)],
-)  # fmt: skip
+    [
+        ("data", "tasks.language_modeling.data.LanguageModelingData", DATA_BASE),
+        ("model", "tasks.language_modeling.module.LanguageModeling", MODEL_BASE),
+    ],
+)
 def test_help_lists_base_options(
     section: str, class_path: str, options: set[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -53,8 +64,9 @@ def test_help_lists_base_options(
 
 def test_checkpoint_hyperparameters_hold_base_options(run_cli: Callable[..., Path], text_file: Path) -> None:
     """save_hyperparameters records the base options too, so `test --ckpt_path` can rebuild the config."""
-    run = run_cli("fit", "--trainer.max_steps", "2", "--data.val_fraction", "0.25", train_path=str(text_file),
-                  documents="line")  # fmt: skip
+    run = run_cli(
+        "fit", "--trainer.max_steps", "2", "--data.val_fraction", "0.25", train_path=str(text_file), documents="line"
+    )
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     data, model = ckpt["datamodule_hyper_parameters"], ckpt["hyper_parameters"]
     assert set(data) >= DATA_BASE and set(model) >= MODEL_BASE

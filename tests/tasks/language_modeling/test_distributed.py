@@ -20,8 +20,20 @@ def test_ddp_two_processes(text_file: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     config = tmp_path / "ddp.yaml"
     config.write_text(yaml.safe_dump(tiny_config(run, train_path=str(text_file), documents="line")))
-    command = [sys.executable, "-m", "tetraformer.cli", "fit", "-c", str(config), "--trainer.strategy", "ddp",
-               "--trainer.devices", "2", "--trainer.max_steps", "6"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "tetraformer.cli",
+        "fit",
+        "-c",
+        str(config),
+        "--trainer.strategy",
+        "ddp",
+        "--trainer.devices",
+        "2",
+        "--trainer.max_steps",
+        "6",
+    ]
     env = {**os.environ, "WANDB_MODE": "disabled"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]

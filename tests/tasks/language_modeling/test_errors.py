@@ -34,11 +34,15 @@ POSITIONS = "sinusoidal, learned, relative, rotary, alibi, none"
         (["--data.bogus", "1"], "unknown option --data.bogus"),
         (["--trainer.max_steps", "many"], "--trainer.max_steps: 'many' is not a valid int"),
     ],
-)  # fmt: skip
+)
 def test_config_mistake_is_one_line_first(
-    args: list[str], expected: str, tmp_path: Path, text_file: Path, capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    expected: str,
+    tmp_path: Path,
+    text_file: Path,
+    capsys: pytest.CaptureFixture[str],
     run_cli: Callable[..., Path],
-) -> None:  # fmt: skip
+) -> None:
     """A bad value, an unknown key: the error line names the option and the accepted values, no usage dump."""
     with pytest.raises(SystemExit):
         run_cli("fit", *args, train_path=str(text_file))
@@ -57,29 +61,40 @@ def test_val_check_interval_beyond_an_epoch(
 ) -> None:
     """val_check_interval larger than an epoch: one line with the epoch's batches and what to set."""
     with pytest.raises(SystemExit) as exit_info:
-        run_cli("fit", "--trainer.val_check_interval", "500", "--trainer.check_val_every_n_epoch", "1",
-                train_path=str(text_file), documents="line")  # fmt: skip
+        run_cli(
+            "fit",
+            "--trainer.val_check_interval",
+            "500",
+            "--trainer.check_val_every_n_epoch",
+            "1",
+            train_path=str(text_file),
+            documents="line",
+        )
     assert exit_info.value.code == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert line.startswith(
-        "error: --trainer.val_check_interval 500 is more than the 6 batches of one training epoch"
-    )
-    assert (
-        "--trainer.check_val_every_n_epoch null" in line and "--trainer.val_check_interval 6 or less" in line
-    )
+    assert line.startswith("error: --trainer.val_check_interval 500 is more than the 6 batches of one training epoch")
+    assert "--trainer.check_val_every_n_epoch null" in line and "--trainer.val_check_interval 6 or less" in line
 
 
 @pytest.mark.parametrize(
     ("name", "content", "expected"),
     [
         ("latin1.txt", b"good line\nbad \xff byte\n", "latin1.txt:2: cannot decode byte 0xff"),
-        ("bad.jsonl", b'{"text": "ok"}\n{"text": oops}\n', "bad.jsonl:2: line is not valid JSON: expecting value at column 10"),
+        (
+            "bad.jsonl",
+            b'{"text": "ok"}\n{"text": oops}\n',
+            "bad.jsonl:2: line is not valid JSON: expecting value at column 10",
+        ),
     ],
-)  # fmt: skip
+)
 def test_data_errors_speak_cli(
-    name: str, content: bytes, expected: str, run_cli: Callable[..., Path], tmp_path: Path,
+    name: str,
+    content: bytes,
+    expected: str,
+    run_cli: Callable[..., Path],
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """The decode hint names --data.encoding; a JSON error says where on the line, not a cut-off phrase."""
     path = tmp_path / name
     path.write_bytes(content)
@@ -122,12 +137,21 @@ def test_generate_needs_a_generative_task_and_a_tokenizer(
     bare = tmp_path / "bare.ckpt"
     torch.save(ckpt, bare)
     line = error_line(capsys, ["generate", "--ckpt", str(bare), "--prompt", "First"])
-    assert (
-        line
-        == f"error: {bare} holds no tokenizer: pass --tokenizer DIR (a tokenizer.json or a Hugging Face tokenizer folder)"
+    fix = "pass --tokenizer DIR (a tokenizer.json or a Hugging Face tokenizer folder)"
+    assert line == f"error: {bare} holds no tokenizer: {fix}"
+    main(
+        [
+            "generate",
+            "--ckpt",
+            str(bare),
+            "--tokenizer",
+            str(trained_run / "tokenizer"),
+            "--prompt",
+            "First",
+            "--max-new-tokens",
+            "4",
+        ]
     )
-    main(["generate", "--ckpt", str(bare), "--tokenizer", str(trained_run / "tokenizer"), "--prompt", "First",
-          "--max-new-tokens", "4"])  # fmt: skip
     assert capsys.readouterr().out.startswith("First")
     ckpt["hyper_parameters"]["_class_path"] = "tests.tasks.language_modeling.silent.SilentLanguageModel"
     silent = tmp_path / "silent.ckpt"
@@ -139,12 +163,18 @@ def test_generate_needs_a_generative_task_and_a_tokenizer(
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["generate", "--prompt", "x"], "the following arguments are required: --ckpt (see tetraformer generate --help)"),
-        (["generate", "--ckpt", "x.ckpt", "--prompt", "x", "--num-beams", "two"], "argument --num-beams: invalid int value: 'two'"),
+        (
+            ["generate", "--prompt", "x"],
+            "the following arguments are required: --ckpt (see tetraformer generate --help)",
+        ),
+        (
+            ["generate", "--ckpt", "x.ckpt", "--prompt", "x", "--num-beams", "two"],
+            "argument --num-beams: invalid int value: 'two'",
+        ),
         (["tokenizer", "train", "--input", "a.txt"], "required: --output (see tetraformer tokenizer train --help)"),
         (["tokenizer", "train", "--input", "{missing}", "--output", "{out}"], "missing.txt: no such file or directory"),
     ],
-)  # fmt: skip
+)
 def test_extra_commands_speak_the_same_style(
     argv: list[str], expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

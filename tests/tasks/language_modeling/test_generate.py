@@ -32,11 +32,15 @@ def test_every_field_has_a_flag() -> None:
 
 
 def test_flags_parse_into_fields() -> None:
-    """Typed values, --greedy as the switch of do_sample (one beam unless given), repeatable --stop; unset stays unset."""
+    """Typed values, --greedy switches do_sample off (one beam unless given), repeatable --stop; unset stays unset."""
     assert parse() == {}
     assert parse("--max-new-tokens", "5", "--top-p", "0.5", "--greedy", "--stop", r"\n\n", "--stop", "x") == {
-        "max_new_tokens": 5, "top_p": 0.5, "do_sample": False, "num_beams": 1, "stop": ["\n\n", "x"],
-    }  # fmt: skip
+        "max_new_tokens": 5,
+        "top_p": 0.5,
+        "do_sample": False,
+        "num_beams": 1,
+        "stop": ["\n\n", "x"],
+    }
     assert parse("--greedy", "--num-beams", "4") == {"do_sample": False, "num_beams": 4}
     with pytest.raises(SystemExit):
         parse("--num-beams", "two")
@@ -56,15 +60,11 @@ def test_beams_of_one_prompt_are_printed(trained_run: Path, capsys: pytest.Captu
     main(["generate", "--ckpt", str(ckpt), "--prompt", "First", "--num-beams", "3", "--max-new-tokens", "6"])
     printed = capsys.readouterr().out
     module = load_task_module(ckpt)
-    best = module.generate(["First"], dataclasses.replace(module.generation, num_beams=3, max_new_tokens=6))[
-        0
-    ]
+    best = module.generate(["First"], dataclasses.replace(module.generation, num_beams=3, max_new_tokens=6))[0]
     assert best and printed == "First" + best + "\n"
 
 
-def test_unset_flags_keep_the_checkpoint_settings(
-    trained_run: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_unset_flags_keep_the_checkpoint_settings(trained_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Without --max-new-tokens the checkpoint's model.generation (8 new tokens here) applies; greedy streams."""
     ckpt = trained_run / "checkpoints" / "last.ckpt"
     main(["generate", "--ckpt", str(ckpt), "--prompt", "First", "--greedy"])

@@ -23,8 +23,16 @@ def hf_gpt2(tmp_path: Path, text_file: Path) -> Path:
     """A tiny random GPT2LMHeadModel saved with a char tokenizer of the fixture text."""
     out = tmp_path / "hf_gpt2"
     tokenizer = train_tokenizer([text_file], "char", 100, out)
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=2, n_head=2, resid_pdrop=0.0,
-                        embd_pdrop=0.0, attn_pdrop=0.0)  # fmt: skip
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=64,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
     torch.manual_seed(0)
     GPT2LMHeadModel(config).save_pretrained(out)
     return out
@@ -32,9 +40,7 @@ def hf_gpt2(tmp_path: Path, text_file: Path) -> Path:
 
 def hf_validation_loss(model_dir: Path, text_file: Path) -> float:
     """transformers' own mean next-token loss over the blocks the datamodule builds for validation."""
-    data = LanguageModelingData(
-        val_path=str(text_file), tokenizer=str(model_dir), block_size=16, documents="line"
-    )
+    data = LanguageModelingData(val_path=str(text_file), tokenizer=str(model_dir), block_size=16, documents="line")
     data.setup("validate")
     blocks = data.datasets["val"].blocks
     model = GPT2LMHeadModel.from_pretrained(model_dir).eval()
@@ -55,9 +61,7 @@ def test_first_validation_equals_imported_model(
     }
     imported = run_cli("validate", "--model.init_from", str(hf_gpt2), root=tmp_path / "v", **data)
     assert validation_loss(imported) == pytest.approx(hf_validation_loss(hf_gpt2, text_file), rel=1e-5)
-    tuned = run_cli(
-        "fit", "--model.init_from", str(hf_gpt2), "--trainer.max_steps", "30", root=tmp_path / "f", **data
-    )
+    tuned = run_cli("fit", "--model.init_from", str(hf_gpt2), "--trainer.max_steps", "30", root=tmp_path / "f", **data)
     assert validation_loss(tuned) < validation_loss(imported)
 
 
@@ -73,8 +77,15 @@ def test_convert_both_ways(
     main(["convert", "from-hf", str(hf_gpt2), str(ckpt)])
     main(["generate", "--ckpt", str(ckpt), "--prompt", "First", "--max-new-tokens", "5", "--greedy"])
     assert capsys.readouterr().out.startswith("First")
-    run = run_cli("fit", "--trainer.max_steps", "5", "--model.arch.position", "learned", train_path=str(text_file),
-                  documents="line")  # fmt: skip
+    run = run_cli(
+        "fit",
+        "--trainer.max_steps",
+        "5",
+        "--model.arch.position",
+        "learned",
+        train_path=str(text_file),
+        documents="line",
+    )
     out = tmp_path / "exported"
     main(["convert", "to-hf", str(run / "checkpoints" / "last.ckpt"), str(out)])
     ours = load_task_module(run / "checkpoints" / "last.ckpt").net

@@ -19,13 +19,26 @@ BATCH_SIZE = 8
 
 def test_val_ppl_is_exp_of_the_epoch_loss_with_an_uneven_last_batch(tmp_path: Path, text_file: Path) -> None:
     """val/ppl == exp(NLL of all val tokens at once) with a short last batch; per-batch exp differs."""
-    data = LanguageModelingData(train_path=str(text_file), val_path=str(text_file), documents="line",
-                                tokenizer_type="char", block_size=8, batch_size=BATCH_SIZE)  # fmt: skip
+    data = LanguageModelingData(
+        train_path=str(text_file),
+        val_path=str(text_file),
+        documents="line",
+        tokenizer_type="char",
+        block_size=8,
+        batch_size=BATCH_SIZE,
+    )
     arch = TransformerConfig(d_model=32, n_heads=2, n_layers=1, d_ff=64, max_len=16, dropout=0.0)
     optim = OptimizerConfig(lr=3e-3, warmup_steps=5, schedule="constant")
     module = LanguageModeling(arch=arch, optim=optim, sample_prompts=[])
-    trainer = L.Trainer(default_root_dir=str(tmp_path), accelerator="cpu", devices=1, logger=False,
-                        enable_progress_bar=False, enable_model_summary=False, max_steps=30)  # fmt: skip
+    trainer = L.Trainer(
+        default_root_dir=str(tmp_path),
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        max_steps=30,
+    )
     trainer.fit(module, datamodule=data)  # a trained model: batches differ in loss
     result = trainer.validate(module, datamodule=data)[0]
     blocks = data.datasets["val"].blocks  # (N, T + 1)
@@ -33,9 +46,7 @@ def test_val_ppl_is_exp_of_the_epoch_loss_with_an_uneven_last_batch(tmp_path: Pa
     module.eval()
     with torch.no_grad():
         losses = [
-            torch.nn.functional.cross_entropy(
-                module.net(b[:, :-1]).flatten(0, 1), b[:, 1:].flatten(), reduction="sum"
-            )
+            torch.nn.functional.cross_entropy(module.net(b[:, :-1]).flatten(0, 1), b[:, 1:].flatten(), reduction="sum")
             for b in blocks.split(BATCH_SIZE)
         ]
     tokens = blocks[:, 1:].numel()
@@ -43,7 +54,5 @@ def test_val_ppl_is_exp_of_the_epoch_loss_with_an_uneven_last_batch(tmp_path: Pa
     assert result["val/loss"] == pytest.approx(nll, rel=1e-5)
     assert result["val/ppl"] == pytest.approx(math.exp(nll), rel=1e-5)
     sizes = [len(b) for b in blocks.split(BATCH_SIZE)]
-    per_batch = [
-        math.exp(loss.item() / (n * (blocks.shape[1] - 1))) for loss, n in zip(losses, sizes, strict=True)
-    ]
+    per_batch = [math.exp(loss.item() / (n * (blocks.shape[1] - 1))) for loss, n in zip(losses, sizes, strict=True)]
     assert sum(per_batch) / len(per_batch) != pytest.approx(math.exp(nll), rel=1e-3)  # the check can tell

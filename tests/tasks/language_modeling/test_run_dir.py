@@ -81,9 +81,12 @@ def test_resolved_config_is_in_run_dir(run_cli: Callable[..., Path], text_file: 
 
 
 def test_evaluation_runs_get_their_own_dir_and_wandb_run(
-    run_cli: Callable[..., Path], text_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    run_cli: Callable[..., Path],
+    text_file: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+) -> None:
     """test/predict from a checkpoint write to RUN_DIR/eval/STAGE-N with a new W&B run, and say where."""
     monkeypatch.setenv("WANDB_MODE", "offline")
     caplog.set_level(logging.INFO)

@@ -15,9 +15,7 @@ from tetraformer.data.run_tokenizer import RECORD
 
 def fit_once(run_cli: Callable[..., Path], text_file: Path, *args: str, **data: object) -> Path:
     """A one-step fit (fast_dev_run) of the tiny config on `text_file`; returns the run's tokenizer folder."""
-    run = run_cli(
-        "fit", "--trainer.fast_dev_run", "1", *args, train_path=str(text_file), documents="line", **data
-    )
+    run = run_cli("fit", "--trainer.fast_dev_run", "1", *args, train_path=str(text_file), documents="line", **data)
     return run / "tokenizer"
 
 

@@ -46,15 +46,29 @@ def tiny_config(root: Path, next_sentence: bool = False, **data: object) -> dict
     return {
         "seed_everything": 0,
         "trainer": {
-            "default_root_dir": str(root), "max_steps": 20, "val_check_interval": 10, "check_val_every_n_epoch": None,
-            "log_every_n_steps": 1, "enable_progress_bar": False, "enable_model_summary": False, "accelerator": "cpu",
+            "default_root_dir": str(root),
+            "max_steps": 20,
+            "val_check_interval": 10,
+            "check_val_every_n_epoch": None,
+            "log_every_n_steps": 1,
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "accelerator": "cpu",
             "devices": 1,
         },
         "model": {
             "class_path": "tasks.masked_lm.module.MaskedLanguageModeling",
             "init_args": {
-                "arch": {"d_model": 64, "n_heads": 2, "n_layers": 2, "d_ff": 128, "max_len": 64,
-                         "norm_position": "post", "embedding_norm": True, "norm_eps": 1e-12},
+                "arch": {
+                    "d_model": 64,
+                    "n_heads": 2,
+                    "n_layers": 2,
+                    "d_ff": 128,
+                    "max_len": 64,
+                    "norm_position": "post",
+                    "embedding_norm": True,
+                    "norm_eps": 1e-12,
+                },
                 "optim": {"lr": 3e-3, "warmup_steps": 10, "schedule": "constant", "weight_decay": 0.0},
                 "next_sentence": next_sentence,
             },
@@ -64,7 +78,7 @@ def tiny_config(root: Path, next_sentence: bool = False, **data: object) -> dict
             "init_args": {"vocab_size": 100, "max_length": 32, "batch_size": 16, "val_fraction": 0.2, **data},
         },
         "run": {"wandb": "disabled"},
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture

@@ -49,20 +49,26 @@ def test_tiny_bert_learns_masked_tokens(trained: tuple[Path, Path]) -> None:
     assert loss[-1] < 0.5 * loss[0]
 
 
-def test_checkpoint_carries_tokenizer_and_test_needs_only_it(
-    trained: tuple[Path, Path], tmp_path: Path
-) -> None:
+def test_checkpoint_carries_tokenizer_and_test_needs_only_it(trained: tuple[Path, Path], tmp_path: Path) -> None:
     """The checkpoint stores the run's tokenizer; `test --ckpt_path` reports masked loss and accuracy."""
     run, corpus = trained
     ckpt = run / "checkpoints" / "last.ckpt"
     module = load_task_module(ckpt)
     assert isinstance(module.net, MaskedLM) and module.net.nsp is None
-    assert (
-        module.tokenizer.get_vocab()
-        == transformers.AutoTokenizer.from_pretrained(run / "tokenizer").get_vocab()
+    assert module.tokenizer.get_vocab() == transformers.AutoTokenizer.from_pretrained(run / "tokenizer").get_vocab()
+    main(
+        [
+            "test",
+            "--ckpt_path",
+            str(ckpt),
+            "--data.test_path",
+            str(corpus),
+            "--run.wandb",
+            "disabled",
+            "--trainer.default_root_dir",
+            str(tmp_path / "test"),
+        ]
     )
-    main(["test", "--ckpt_path", str(ckpt), "--data.test_path", str(corpus), "--run.wandb", "disabled",
-          "--trainer.default_root_dir", str(tmp_path / "test")])  # fmt: skip
     assert metric_rows(tmp_path / "test", "test/mlm_accuracy")[-1] > 0.7
 
 
@@ -70,11 +76,20 @@ def test_predict_fills_in_the_mask_tokens(trained: tuple[Path, Path], tmp_path: 
     """`predict` gives, per line, the top-5 candidates of each mask token; the document's word comes first."""
     run, _ = trained
     texts = tmp_path / "masked.txt"
-    texts.write_text(
-        "seven seven <mask> seven .\nnine <mask> nine nine . nine nine <mask> .\n", encoding="utf-8"
+    texts.write_text("seven seven <mask> seven .\nnine <mask> nine nine . nine nine <mask> .\n", encoding="utf-8")
+    main(
+        [
+            "predict",
+            "--ckpt_path",
+            str(run / "checkpoints" / "last.ckpt"),
+            "--data.predict_path",
+            str(texts),
+            "--run.wandb",
+            "disabled",
+            "--trainer.default_root_dir",
+            str(tmp_path / "predict"),
+        ]
     )
-    main(["predict", "--ckpt_path", str(run / "checkpoints" / "last.ckpt"), "--data.predict_path", str(texts),
-          "--run.wandb", "disabled", "--trainer.default_root_dir", str(tmp_path / "predict")])  # fmt: skip
     lines = (tmp_path / "predict" / "predictions.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
     assert [r["text"] for r in records] == texts.read_text().splitlines()
@@ -102,8 +117,7 @@ def test_export_gives_bert_for_masked_lm_with_our_logits(trained: tuple[Path, Pa
 
 def test_next_sentence_run_logs_nsp_accuracy(run_cli: Callable[..., Path], corpus: Path) -> None:
     """`--model.next_sentence true` with whole-word masking trains on pairs and reports NSP accuracy."""
-    run = run_cli("fit", "--trainer.max_steps", "10", next_sentence=True, train_path=str(corpus),
-                  whole_word_mask=True)  # fmt: skip
+    run = run_cli("fit", "--trainer.max_steps", "10", next_sentence=True, train_path=str(corpus), whole_word_mask=True)
     nsp = metric_rows(run, "val/nsp_accuracy")
     assert nsp and 0.0 <= nsp[-1] <= 1.0
     assert metric_rows(run, "val/mlm_accuracy") and metric_rows(run, "train/nsp_loss")
@@ -116,8 +130,14 @@ def test_from_hf_bert_for_masked_lm_gives_a_checkpoint_test_accepts(
     """A tiny random BertForMaskedLM converts to a masked_lm checkpoint with transformers' logits; `test` runs it."""
     src = tmp_path / "hf_bert"
     tokenizer = train_tokenizer([corpus], "wordpiece", 100, src)
-    config = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    config = transformers.BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     torch.manual_seed(0)
     hf = transformers.BertForMaskedLM(config).eval()
     hf.save_pretrained(src)

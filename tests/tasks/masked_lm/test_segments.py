@@ -28,8 +28,9 @@ def numbered_documents(n_documents: int, seed: int = 0) -> list[list[Piece]]:
     documents = []
     for d in range(n_documents):
         lengths = [rng.randint(3, 8) for _ in range(rng.randint(1, 6))]
-        documents.append([Piece([100000 + 1000 * d + 10 * s + k for k in range(n)], [True] * n)
-                          for s, n in enumerate(lengths)])  # fmt: skip
+        documents.append(
+            [Piece([100000 + 1000 * d + 10 * s + k for k in range(n)], [True] * n) for s, n in enumerate(lengths)]
+        )
     return documents
 
 

@@ -15,11 +15,23 @@ ALPHABET = "abcdefgh"
 
 # the two ready architectures at test size: T5-style and the 2017 paper's
 ARCHS = {
-    "t5": {"position": "relative", "norm": "rmsnorm", "norm_position": "pre", "activation": "geglu_tanh",
-           "bias": False, "tie_embeddings": True},
-    "2017": {"position": "sinusoidal", "norm": "layernorm", "norm_position": "post", "activation": "relu",
-             "scale_embeddings": True, "init_std": 0.125},  # the paper's embedding scale: N(0, d^-1/2) * sqrt(d)
-}  # fmt: skip
+    "t5": {
+        "position": "relative",
+        "norm": "rmsnorm",
+        "norm_position": "pre",
+        "activation": "geglu_tanh",
+        "bias": False,
+        "tie_embeddings": True,
+    },
+    "2017": {
+        "position": "sinusoidal",
+        "norm": "layernorm",
+        "norm_position": "post",
+        "activation": "relu",
+        "scale_embeddings": True,
+        "init_std": 0.125,
+    },  # the paper's embedding scale: N(0, d^-1/2) * sqrt(d)
+}
 
 
 def reversal_pairs(n: int, seed: int = 0, reverse: bool = True) -> list[dict[str, str]]:
@@ -40,15 +52,28 @@ def tiny_config(root: Path, arch: str = "t5", model: dict | None = None, **data:
     return {
         "seed_everything": 0,
         "trainer": {
-            "default_root_dir": str(root), "max_steps": 20, "val_check_interval": 10, "check_val_every_n_epoch": None,
-            "log_every_n_steps": 1, "enable_progress_bar": False, "enable_model_summary": False, "accelerator": "cpu",
+            "default_root_dir": str(root),
+            "max_steps": 20,
+            "val_check_interval": 10,
+            "check_val_every_n_epoch": None,
+            "log_every_n_steps": 1,
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "accelerator": "cpu",
             "devices": 1,
         },
         "model": {
             "class_path": "tasks.seq2seq.module.Seq2Seq",
             "init_args": {
-                "arch": {"d_model": 64, "n_heads": 4, "n_layers": 2, "n_decoder_layers": 2, "d_ff": 128, "max_len": 32,
-                         **ARCHS[arch]},
+                "arch": {
+                    "d_model": 64,
+                    "n_heads": 4,
+                    "n_layers": 2,
+                    "n_decoder_layers": 2,
+                    "d_ff": 128,
+                    "max_len": 32,
+                    **ARCHS[arch],
+                },
                 "optim": {"lr": 3e-3, "warmup_steps": 10, "schedule": "constant", "weight_decay": 0.0},
                 "generation": {"max_new_tokens": 10, "do_sample": False, "num_beams": 1},
                 "val_generate_batches": 1,
@@ -60,7 +85,7 @@ def tiny_config(root: Path, arch: str = "t5", model: dict | None = None, **data:
             "init_args": {"tokenizer_type": "char", "vocab_size": 100, "batch_size": 32, **data},
         },
         "run": {"wandb": "disabled"},
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture

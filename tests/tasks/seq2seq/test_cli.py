@@ -29,8 +29,15 @@ def logged(run: Path) -> list[dict[str, str]]:
 
 def test_validation_logs_generation_metrics_and_monitors_bleu(run_cli: Callable[..., Path], pairs_file: Path) -> None:
     """val/bleu, val/chrf and ROUGE sit beside val/loss; `--run.monitor val/bleu` (max) picks the best checkpoint."""
-    run = run_cli("fit", "--run.monitor", "val/bleu", "--run.monitor_mode", "max",
-                  model={"metrics": ["bleu", "chrf", "rouge1", "rouge2", "rougeL"]}, train_path=str(pairs_file))  # fmt: skip
+    run = run_cli(
+        "fit",
+        "--run.monitor",
+        "val/bleu",
+        "--run.monitor_mode",
+        "max",
+        model={"metrics": ["bleu", "chrf", "rouge1", "rouge2", "rougeL"]},
+        train_path=str(pairs_file),
+    )
     rows = [r for r in logged(run) if r.get("val/loss")]
     assert len(rows) == 2
     for key in ("val/bleu", "val/chrf", "val/rouge1", "val/rouge2", "val/rougeL"):
@@ -45,8 +52,15 @@ def test_generation_from_the_checkpoint_equals_the_in_memory_model(tmp_path: Pat
     generation = TextGenerationConfig(max_new_tokens=8, do_sample=False, num_beams=3)
     module = Seq2Seq(arch=arch, generation=generation, val_generate_batches=0)
     data = Seq2SeqData(train_path=str(pairs_file), tokenizer_type="char", vocab_size=100, source_prefix="rev: ")
-    trainer = L.Trainer(max_steps=15, default_root_dir=tmp_path, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0)  # fmt: skip
+    trainer = L.Trainer(
+        max_steps=15,
+        default_root_dir=tmp_path,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+    )
     trainer.fit(module, datamodule=data)
     sources = [r["source"] for r in reversal_pairs(6, seed=3)]
     in_memory = module.generate(sources)
@@ -57,12 +71,26 @@ def test_generation_from_the_checkpoint_equals_the_in_memory_model(tmp_path: Pat
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("\n".join(sources) + "\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    generate_command(["--ckpt", str(tmp_path / "model.ckpt"), "--prompt-file", str(prompts), "--output", str(out),
-                      "--device", "cpu"])  # fmt: skip
+    generate_command(
+        ["--ckpt", str(tmp_path / "model.ckpt"), "--prompt-file", str(prompts), "--output", str(out), "--device", "cpu"]
+    )
     assert [json.loads(line)["generated"] for line in out.read_text().splitlines()] == in_memory
     greedy = loaded.generate(sources, TextGenerationConfig(max_new_tokens=8, do_sample=False))
-    generate_command(["--ckpt", str(tmp_path / "model.ckpt"), "--prompt-file", str(prompts), "--output", str(out),
-                      "--device", "cpu", "--num-beams", "1", "--greedy"])  # fmt: skip
+    generate_command(
+        [
+            "--ckpt",
+            str(tmp_path / "model.ckpt"),
+            "--prompt-file",
+            str(prompts),
+            "--output",
+            str(out),
+            "--device",
+            "cpu",
+            "--num-beams",
+            "1",
+            "--greedy",
+        ]
+    )
     assert [json.loads(line)["generated"] for line in out.read_text().splitlines()] == greedy
 
 

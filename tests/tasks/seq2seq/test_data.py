@@ -71,8 +71,11 @@ def test_prefixes_and_a_mixture_of_files(tokenizer, tmp_path: Path) -> None:
 def test_long_rows_are_truncated_counted_and_warned_once(tokenizer, tmp_path: Path, caplog) -> None:
     """Sources and targets over their limits are cut (keeping EOS), and one warning counts them."""
     path = tmp_path / "pairs.jsonl"
-    path.write_text('{"source": "abcdefgh", "target": "abcdefgh"}\n{"source": "ab", "target": "cd"}\n'
-                    '{"source": "abcdefgh", "target": "ab"}\n', encoding="utf-8")  # fmt: skip
+    path.write_text(
+        '{"source": "abcdefgh", "target": "abcdefgh"}\n{"source": "ab", "target": "cd"}\n'
+        '{"source": "abcdefgh", "target": "ab"}\n',
+        encoding="utf-8",
+    )
     data = data_module(tokenizer, max_source_length=5, max_target_length=4)
     with caplog.at_level(logging.WARNING):
         rows = data.encode(data.read(str(path), ""), str(path))
@@ -81,8 +84,9 @@ def test_long_rows_are_truncated_counted_and_warned_once(tokenizer, tmp_path: Pa
     assert all(r["input_ids"][-1] == tokenizer.eos_token_id == r["labels"][-1] for r in rows)
     assert rows[0]["source"] == "abc"  # the text generation sees is what the model was trained on
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings == [f"{path}: truncated 2 of 3 sources to max_source_length=5 and 1 targets to "
-                        "max_target_length=4 tokens"]  # fmt: skip
+    assert warnings == [
+        f"{path}: truncated 2 of 3 sources to max_source_length=5 and 1 targets to max_target_length=4 tokens"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -90,11 +94,13 @@ def test_long_rows_are_truncated_counted_and_warned_once(tokenizer, tmp_path: Pa
     [
         ('{"source": "ab", "target": "cd"}\n{"source": "ab"}\n', "pairs.jsonl:2: missing field 'target'"),
         ('{"source": "ab", "target": "cd"}\n{"text": "ab", "target": "x"}\n', "pairs.jsonl:2: missing field 'source'"),
-        ('{"source": "ab", "target": "cd"}\n{"source": " ", "target": "cd"}\n',
-         "pairs.jsonl:2: empty text in field 'source'"),
+        (
+            '{"source": "ab", "target": "cd"}\n{"source": " ", "target": "cd"}\n',
+            "pairs.jsonl:2: empty text in field 'source'",
+        ),
         ('{"source": "ab", "target": ""}\n', "pairs.jsonl:1: empty text in field 'target'"),
     ],
-)  # fmt: skip
+)
 def test_bad_records_name_file_and_line(tokenizer, tmp_path: Path, content: str, message: str) -> None:
     """Missing fields and empty texts are one-line errors at the record."""
     path = tmp_path / "pairs.jsonl"
@@ -129,8 +135,11 @@ def test_undecodable_bytes_name_file_and_line(tokenizer, tmp_path: Path, name: s
     (tmp_path / "pairs.jsonl").write_bytes(b'{"source": "ab", "target": "cd"}\n{"source": "\xff", "target": "x"}\n')
     (tmp_path / "src.txt").write_bytes(b"ab\n\xff\n")
     (tmp_path / "tgt.txt").write_text("ab\ncd\n", encoding="utf-8")
-    options = {"train_path": str(tmp_path / name)} if name.endswith("jsonl") else {
-        "source_path": str(tmp_path / "src.txt"), "target_path": str(tmp_path / "tgt.txt")}  # fmt: skip
+    options = (
+        {"train_path": str(tmp_path / name)}
+        if name.endswith("jsonl")
+        else {"source_path": str(tmp_path / "src.txt"), "target_path": str(tmp_path / "tgt.txt")}
+    )
     with pytest.raises(DataError, match=rf"{name}:2: cannot decode byte 0xff"):
         data_module(tokenizer, **options).training_pairs()
 

@@ -20,8 +20,16 @@ OPTIM = {
 def test_learns_to_reverse(run_cli: Callable[..., Path], tmp_path: Path, arch: str) -> None:
     """After 150 steps, greedy decoding from the checkpoint reverses most unseen sequences exactly."""
     train = write_jsonl(tmp_path / "train.jsonl", reversal_pairs(2000, seed=0))
-    run = run_cli("fit", "--trainer.max_steps", "150", "--trainer.limit_val_batches", "0", arch=arch,
-                  model={"optim": OPTIM[arch]}, train_path=str(train))  # fmt: skip
+    run = run_cli(
+        "fit",
+        "--trainer.max_steps",
+        "150",
+        "--trainer.limit_val_batches",
+        "0",
+        arch=arch,
+        model={"optim": OPTIM[arch]},
+        train_path=str(train),
+    )
     module = load_task_module(run / "checkpoints" / "last.ckpt")
     unseen = reversal_pairs(64, seed=1)
     outputs = module.generate([r["source"] for r in unseen])

@@ -31,11 +31,21 @@ def text_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_span_corruption_pretrains_and_fine_tunes(run_cli: Callable[..., Path], text_file: Path,
-                                                  pairs_file: Path, tmp_path: Path) -> None:  # fmt: skip
+def test_span_corruption_pretrains_and_fine_tunes(
+    run_cli: Callable[..., Path], text_file: Path, pairs_file: Path, tmp_path: Path
+) -> None:
     """Pretraining reserves sentinels and corrupts text; fine-tuning starts from the whole pretrained model."""
-    run = run_cli("fit", "--trainer.max_steps", "5", root=tmp_path / "pre", objective="span_corruption",
-                  train_path=str(text_file), extra_ids=20, vocab_size=200, max_source_length=24)  # fmt: skip
+    run = run_cli(
+        "fit",
+        "--trainer.max_steps",
+        "5",
+        root=tmp_path / "pre",
+        objective="span_corruption",
+        train_path=str(text_file),
+        extra_ids=20,
+        vocab_size=200,
+        max_source_length=24,
+    )
     pretrained = load_task_module(run / "checkpoints" / "last.ckpt")
     sentinels = sentinel_ids(pretrained.tokenizer)
     assert len(sentinels) == 20
@@ -46,8 +56,17 @@ def test_span_corruption_pretrains_and_fine_tunes(run_cli: Callable[..., Path], 
     again = next(iter(data.val_dataloader()))
     assert torch.equal(batch["input_ids"], again["input_ids"])  # validation corruption is fixed
 
-    tuned = run_cli("fit", "--trainer.max_steps", "1", "--model.init_from", str(run / "checkpoints" / "last.ckpt"),
-                    "--model.optim.lr", "0", root=tmp_path / "tuned", train_path=str(pairs_file))  # fmt: skip
+    tuned = run_cli(
+        "fit",
+        "--trainer.max_steps",
+        "1",
+        "--model.init_from",
+        str(run / "checkpoints" / "last.ckpt"),
+        "--model.optim.lr",
+        "0",
+        root=tmp_path / "tuned",
+        train_path=str(pairs_file),
+    )
     module = load_task_module(tuned / "checkpoints" / "last.ckpt")
     assert not (tuned / "tokenizer").exists()  # the pretrained model's tokenizer is used
     assert module.tokenizer.get_vocab() == pretrained.tokenizer.get_vocab()
@@ -64,14 +83,24 @@ def _datamodule(config: Path) -> Seq2SeqData:
 
 
 @pytest.mark.parametrize("variant", ["v1.0", "v1.1"])
-def test_hf_t5_round_trip_after_fine_tuning(run_cli: Callable[..., Path], pairs_file: Path, tmp_path: Path,
-                                            variant: str) -> None:  # fmt: skip
+def test_hf_t5_round_trip_after_fine_tuning(
+    run_cli: Callable[..., Path], pairs_file: Path, tmp_path: Path, variant: str
+) -> None:
     """A local HF T5 directory fine-tunes via init_from; `convert to-hf` gives transformers our logits."""
     source = tmp_path / "hf_t5"
     tokenizer = train_tokenizer(pairs_file, "char", 100, source, field="source")
     gated = {"feed_forward_proj": "gated-gelu", "tie_word_embeddings": False} if variant == "v1.1" else {}
-    config = T5Config(vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
-                      dropout_rate=0.0, decoder_start_token_id=tokenizer.pad_token_id, **gated)  # fmt: skip
+    config = T5Config(
+        vocab_size=len(tokenizer),
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_heads=4,
+        dropout_rate=0.0,
+        decoder_start_token_id=tokenizer.pad_token_id,
+        **gated,
+    )
     torch.manual_seed(0)
     model = T5ForConditionalGeneration(config)
     if variant == "v1.1":
@@ -87,8 +116,9 @@ def test_hf_t5_round_trip_after_fine_tuning(run_cli: Callable[..., Path], pairs_
     assert not torch.allclose(ours, model.eval()(input_ids=batch["input_ids"], decoder_input_ids=decoder).logits)
 
 
-def test_t5_style_model_trained_from_scratch_exports_to_hf(run_cli: Callable[..., Path], pairs_file: Path,
-                                                           tmp_path: Path) -> None:  # fmt: skip
+def test_t5_style_model_trained_from_scratch_exports_to_hf(
+    run_cli: Callable[..., Path], pairs_file: Path, tmp_path: Path
+) -> None:
     """The T5-style architecture the task ships, trained from scratch, is a T5ForConditionalGeneration."""
     run = run_cli("fit", "--trainer.max_steps", "5", train_path=str(pairs_file))
     ckpt = run / "checkpoints" / "last.ckpt"
@@ -128,8 +158,16 @@ def test_converted_hf_t5_generates_from_the_checkpoint(pairs_file: Path, tmp_pat
     """`convert from-hf` stores a T5ForConditionalGeneration as this task: `generate` works from the .ckpt."""
     source = tmp_path / "hf_t5"
     tokenizer = train_tokenizer(pairs_file, "char", 100, source, field="source")
-    config = T5Config(vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
-                      dropout_rate=0.0, decoder_start_token_id=tokenizer.pad_token_id)  # fmt: skip
+    config = T5Config(
+        vocab_size=len(tokenizer),
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_heads=4,
+        dropout_rate=0.0,
+        decoder_start_token_id=tokenizer.pad_token_id,
+    )
     T5ForConditionalGeneration(config).save_pretrained(source)
     convert_command(["from-hf", str(source), str(tmp_path / "t5.ckpt")])
     module = load_task_module(tmp_path / "t5.ckpt")

@@ -13,8 +13,11 @@ import pytest
 from tests.cli_runner import config_runner
 
 # one keyword decides the label: a learnable fixture for any backbone
-WORDS = {"sport": ["goal", "match", "team", "score"], "money": ["bank", "price", "market", "stock"],
-         "food": ["bread", "soup", "apple", "cheese"]}  # fmt: skip
+WORDS = {
+    "sport": ["goal", "match", "team", "score"],
+    "money": ["bank", "price", "market", "stock"],
+    "food": ["bread", "soup", "apple", "cheese"],
+}
 FILLER = ["the", "a", "today", "news", "about", "and", "more", "of", "in", "we", "read"]
 
 
@@ -46,19 +49,28 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
-    """A very small classifier on a byte-level BPE tokenizer (trained deterministically, unlike WordPiece) that learns the keyword fixture in seconds on 2 cores."""
+    """A very small classifier on a byte-level BPE tokenizer (trained deterministically, unlike WordPiece).
+
+    It learns the keyword fixture in seconds on 2 cores.
+    """
     return {
         "seed_everything": 0,
         "trainer": {
-            "default_root_dir": str(root), "max_epochs": 6, "log_every_n_steps": 1, "enable_progress_bar": False,
-            "enable_model_summary": False, "accelerator": "cpu", "devices": 1,
+            "default_root_dir": str(root),
+            "max_epochs": 6,
+            "log_every_n_steps": 1,
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "accelerator": "cpu",
+            "devices": 1,
         },
         "model": {
             "class_path": "tasks.text_classification.module.TextClassification",
             "init_args": {
                 "arch": {"d_model": 32, "n_heads": 2, "n_layers": 2, "d_ff": 64, "max_len": 64, "dropout": 0.0},
                 "optim": {"lr": 1e-2, "warmup_steps": 5, "schedule": "constant", "weight_decay": 0.0},
-                "pooler": False, **(model or {}),
+                "pooler": False,
+                **(model or {}),
             },
         },
         "data": {
@@ -66,7 +78,7 @@ def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
             "init_args": {"tokenizer_type": "bpe", "vocab_size": 320, "batch_size": 16, "max_length": 48, **data},
         },
         "run": {"wandb": "disabled"},
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture

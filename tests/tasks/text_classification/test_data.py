@@ -28,8 +28,10 @@ def data(tokenizer_dir: Path, **options: object) -> TextClassificationData:
 
 def test_pairs_get_segment_ids(tokenizer_dir: Path, tmp_path: Path) -> None:
     """`<s> a </s> b </s>`: segment 0 up to the first separator, 1 after it; batches pad to the longest row."""
-    path = write_jsonl(tmp_path / "pairs.jsonl", [{"q": "the goal", "a": "bank and more", "label": "x"},
-                                                  {"q": "soup", "a": "a", "label": "y"}])  # fmt: skip
+    path = write_jsonl(
+        tmp_path / "pairs.jsonl",
+        [{"q": "the goal", "a": "bank and more", "label": "x"}, {"q": "soup", "a": "a", "label": "y"}],
+    )
     module = data(tokenizer_dir, train_path=str(path), val_path=str(path), text_field="q", text_pair_field="a")
     module.setup("fit")
     row = module.datasets["train"][0]
@@ -44,15 +46,21 @@ def test_pairs_get_segment_ids(tokenizer_dir: Path, tmp_path: Path) -> None:
 def test_multi_label_lists_and_delimited_strings(tokenizer_dir: Path, tmp_path: Path, value: str) -> None:
     """JSON lists and delimiter-separated strings give the same multi-hot rows over the sorted vocabulary."""
     path = write_csv(tmp_path / "m.csv", [{"text": "the goal", "label": value}, {"text": "soup", "label": "c"}])
-    module = data(tokenizer_dir, train_path=str(path), val_path=str(path), multi_label=True,
-                  label_separator="|" if "|" in value else None)  # fmt: skip
+    module = data(
+        tokenizer_dir,
+        train_path=str(path),
+        val_path=str(path),
+        multi_label=True,
+        label_separator="|" if "|" in value else None,
+    )
     module.setup("fit")
     assert module.vocabulary.names == ["a", "b", "c"]
     assert torch.equal(module.collate(module.datasets["train"])["labels"], torch.tensor([[1, 1, 0], [0, 0, 1]]))
 
 
-def test_long_rows_truncated_with_one_warning(tokenizer_dir: Path, tmp_path: Path,
-                                              caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+def test_long_rows_truncated_with_one_warning(
+    tokenizer_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Rows over max_length are cut to it (specials kept); one warning gives the count."""
     rows = [{"text": "the " * 30, "label": "a"}, {"text": "goal", "label": "b"}, {"text": "a " * 20, "label": "a"}]
     path = write_csv(tmp_path / "long.csv", rows)

@@ -15,9 +15,20 @@ from tetraformer.data import load_tokenizer, train_tokenizer
 from tetraformer.interop import InteropError
 from tetraformer.training.checkpoint import load_task_module
 
-BERT_ARCH = {"d_model": 32, "n_heads": 2, "n_layers": 2, "d_ff": 64, "max_len": 64, "dropout": 0.0,
-             "norm_position": "post", "norm_eps": 1e-12, "embedding_norm": True, "activation": "gelu",
-             "position": "learned", "type_vocab_size": 2}  # fmt: skip
+BERT_ARCH = {
+    "d_model": 32,
+    "n_heads": 2,
+    "n_layers": 2,
+    "d_ff": 64,
+    "max_len": 64,
+    "dropout": 0.0,
+    "norm_position": "post",
+    "norm_eps": 1e-12,
+    "embedding_norm": True,
+    "activation": "gelu",
+    "position": "learned",
+    "type_vocab_size": 2,
+}
 TEXTS = ["the goal and bread", "price of soup today", "a match"]
 
 
@@ -26,9 +37,16 @@ def hf_bert(tmp_path: Path) -> Path:
     """A tiny random BertModel saved with a WordPiece tokenizer of the fixture text beside it."""
     out = tmp_path / "hf_bert"
     tokenizer = train_tokenizer([write_csv(tmp_path / "tok.csv", labelled_rows(60, 0))], "wordpiece", 100, out)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
-                        attention_probs_dropout_prob=0.0)  # fmt: skip
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     torch.manual_seed(0)
     BertModel(config).save_pretrained(out)
     return out
@@ -38,8 +56,17 @@ def test_init_from_hf_bert_keeps_encoder_and_tokenizer(
     run_cli: Callable[..., Path], splits: dict[str, Path], hf_bert: Path
 ) -> None:
     """Before training (lr 0), the classifier's encoder equals transformers' BertModel; the tokenizer is HF's."""
-    run = run_cli("fit", "--model.init_from", str(hf_bert), "--trainer.max_steps", "1", "--model.optim.lr", "0",
-                  train_path=str(splits["train"]), val_path=str(splits["val"]))  # fmt: skip
+    run = run_cli(
+        "fit",
+        "--model.init_from",
+        str(hf_bert),
+        "--trainer.max_steps",
+        "1",
+        "--model.optim.lr",
+        "0",
+        train_path=str(splits["train"]),
+        val_path=str(splits["val"]),
+    )
     module = load_task_module(run / "checkpoints" / "last.ckpt")
     assert not (run / "tokenizer").exists()  # no tokenizer was trained: the source's is used
     assert module.tokenizer.get_vocab() == load_tokenizer(hf_bert).get_vocab()
@@ -54,8 +81,14 @@ def test_export_round_trips_logits_and_labels(
     run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path
 ) -> None:
     """transformers' BertForSequenceClassification on the exported directory gives our logits and label names."""
-    run = run_cli("fit", "--trainer.max_epochs", "1", model={"arch": BERT_ARCH, "pooler": True, "pooling": "cls"},
-                  train_path=str(splits["train"]), val_path=str(splits["val"]))  # fmt: skip
+    run = run_cli(
+        "fit",
+        "--trainer.max_epochs",
+        "1",
+        model={"arch": BERT_ARCH, "pooler": True, "pooling": "cls"},
+        train_path=str(splits["train"]),
+        val_path=str(splits["val"]),
+    )
     ckpt = run / "checkpoints" / "last.ckpt"
     convert_command(["to-hf", str(ckpt), str(tmp_path / "hf_out")])
     module = load_task_module(ckpt)
@@ -69,10 +102,17 @@ def test_export_round_trips_logits_and_labels(
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
 
 
-def test_export_refuses_what_bert_cannot_express(run_cli: Callable[..., Path], splits: dict[str, Path],
-                                                 tmp_path: Path) -> None:  # fmt: skip
+def test_export_refuses_what_bert_cannot_express(
+    run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path
+) -> None:
     """Mean pooling (BERT reads [CLS] through its pooler) is a clear error, not a wrong model."""
-    run = run_cli("fit", "--trainer.max_steps", "1", model={"arch": BERT_ARCH, "pooling": "mean"},
-                  train_path=str(splits["train"]), val_path=str(splits["val"]))  # fmt: skip
+    run = run_cli(
+        "fit",
+        "--trainer.max_steps",
+        "1",
+        model={"arch": BERT_ARCH, "pooling": "mean"},
+        train_path=str(splits["train"]),
+        val_path=str(splits["val"]),
+    )
     with pytest.raises(InteropError, match="pooling='mean'"):
         convert_command(["to-hf", str(run / "checkpoints" / "last.ckpt"), str(tmp_path / "out")])

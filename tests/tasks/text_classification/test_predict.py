@@ -12,22 +12,55 @@ from tetraformer.training.checkpoint import load_task_module
 
 
 def test_predict_from_checkpoint_alone(run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path) -> None:
-    """Predictions carry the input's fields, a known label and top-k (--model.top_k 2) probabilities that sum to at most 1."""
-    run = run_cli("fit", "--trainer.max_epochs", "2", "--model.top_k", "1",
-                  train_path=str(splits["train"]), val_path=str(splits["val"]))  # fmt: skip
+    """Predictions carry the input's fields, a known label and top-k (--model.top_k 2) probabilities summing to <= 1."""
+    run = run_cli(
+        "fit",
+        "--trainer.max_epochs",
+        "2",
+        "--model.top_k",
+        "1",
+        train_path=str(splits["train"]),
+        val_path=str(splits["val"]),
+    )
     ckpt = run / "checkpoints" / "last.ckpt"
     assert load_task_module(ckpt).vocabulary.names == ["food", "money", "sport"]
     rows = [{k: v for k, v in r.items() if k != "label"} | {"source": "web"} for r in labelled_rows(5, 9)]
     predict_file = write_jsonl(tmp_path / "predict.jsonl", rows)
-    main(["predict", "--ckpt_path", str(ckpt), "--data.predict_path", str(predict_file), "--model.top_k", "2",
-          "--run.wandb", "disabled", "--trainer.default_root_dir", str(tmp_path / "p")])  # fmt: skip
+    main(
+        [
+            "predict",
+            "--ckpt_path",
+            str(ckpt),
+            "--data.predict_path",
+            str(predict_file),
+            "--model.top_k",
+            "2",
+            "--run.wandb",
+            "disabled",
+            "--trainer.default_root_dir",
+            str(tmp_path / "p"),
+        ]
+    )
     out = [json.loads(line) for line in (tmp_path / "p" / "predictions.jsonl").read_text().splitlines()]
     assert [o["id"] for o in out] == [r["id"] for r in rows] and all(o["source"] == "web" for o in out)
     for record in out:
         assert record["predicted"] in ("food", "money", "sport")
-        assert len(record["probabilities"]) == 2 and sum(record["probabilities"].values()) <= 1.0 + 1e-5  # six-decimal rounding
+        assert (
+            len(record["probabilities"]) == 2 and sum(record["probabilities"].values()) <= 1.0 + 1e-5
+        )  # six-decimal rounding
         assert record["predicted"] == max(record["probabilities"], key=record["probabilities"].get)
-    main(["predict", "--ckpt_path", str(ckpt), "--data.predict_path", str(predict_file),
-          "--run.wandb", "disabled", "--trainer.default_root_dir", str(tmp_path / "q")])  # fmt: skip
+    main(
+        [
+            "predict",
+            "--ckpt_path",
+            str(ckpt),
+            "--data.predict_path",
+            str(predict_file),
+            "--run.wandb",
+            "disabled",
+            "--trainer.default_root_dir",
+            str(tmp_path / "q"),
+        ]
+    )
     stored = [json.loads(line) for line in (tmp_path / "q" / "predictions.jsonl").read_text().splitlines()]
     assert all(len(o["probabilities"]) == 1 for o in stored)  # the checkpoint's top_k, unless the command sets one

@@ -26,8 +26,10 @@ def tagged_sentences(n: int, seed: int, length: tuple[int, int] = (4, 9)) -> lis
         at = rng.randint(0, len(words))
         words[at:at] = person
         if rng.random() < 0.6:
-            words.insert(rng.choice([i for i in range(len(words) + 1) if not (at < i < at + len(person))]),
-                         (rng.choice(CITIES), "B-LOC"))  # fmt: skip
+            words.insert(
+                rng.choice([i for i in range(len(words) + 1) if not (at < i < at + len(person))]),
+                (rng.choice(CITIES), "B-LOC"),
+            )
         sentences.append(words)
     return sentences
 
@@ -43,8 +45,13 @@ def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
     return {
         "seed_everything": 0,
         "trainer": {
-            "default_root_dir": str(root), "max_epochs": 7, "log_every_n_steps": 1, "enable_progress_bar": False,
-            "enable_model_summary": False, "accelerator": "cpu", "devices": 1,
+            "default_root_dir": str(root),
+            "max_epochs": 7,
+            "log_every_n_steps": 1,
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "accelerator": "cpu",
+            "devices": 1,
         },
         "model": {
             "class_path": "tasks.token_classification.module.TokenClassification",
@@ -59,7 +66,7 @@ def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
             "init_args": {"tokenizer_type": "wordpiece", "vocab_size": 100, "batch_size": 16, "max_length": 48, **data},
         },
         "run": {"wandb": "disabled"},
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture

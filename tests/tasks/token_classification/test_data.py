@@ -27,8 +27,9 @@ def test_iob1_is_read_as_iob2_with_a_scheme_complete_vocabulary(tmp_path: Path, 
     """IOB1 tags become IOB2; the vocabulary is O then B-/I- of every type seen (I-LOC too, never seen)."""
     train = tmp_path / "train.conll"
     train.write_text("anna I-PER\nsmith I-PER\nboris B-PER\nin O\noslo I-LOC\n\n", encoding="utf-8")
-    data = TokenClassificationData(train_path=str(train), val_path=str(train), tag_scheme="IOB1",
-                                   tokenizer=str(tokenizer_dir))  # fmt: skip
+    data = TokenClassificationData(
+        train_path=str(train), val_path=str(train), tag_scheme="IOB1", tokenizer=str(tokenizer_dir)
+    )
     data.setup("fit")
     assert data.sentences["train"][0].tags == ["B-PER", "I-PER", "B-PER", "O", "B-LOC"]
     assert data.vocabulary.names == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
@@ -41,8 +42,13 @@ def test_bioes_vocabulary_and_all_subwords_labelled(tmp_path: Path, tokenizer_di
     """BIOES adds E- and S- tags; label_all_subwords labels every subword of a word with its tag."""
     train = tmp_path / "train.conll"
     train.write_text("anna B-PER\nsmithereens E-PER\nin O\noslo S-LOC\n\n", encoding="utf-8")
-    data = TokenClassificationData(train_path=str(train), val_path=str(train), tag_scheme="BIOES",
-                                   tokenizer=str(tokenizer_dir), label_all_subwords=True)  # fmt: skip
+    data = TokenClassificationData(
+        train_path=str(train),
+        val_path=str(train),
+        tag_scheme="BIOES",
+        tokenizer=str(tokenizer_dir),
+        label_all_subwords=True,
+    )
     data.setup("fit")
     assert data.vocabulary.names == ["O", *(f"{p}-{t}" for t in ("LOC", "PER") for p in "BIES")]
     row = data.datasets["train"][0]
@@ -65,9 +71,13 @@ def test_training_data_without_entities_is_an_error() -> None:
     ],
 )
 def test_bad_validation_tags_are_one_line_errors(
-    run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    val_text: str, expected: str,
-) -> None:  # fmt: skip
+    run_cli: Callable[..., Path],
+    splits: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    val_text: str,
+    expected: str,
+) -> None:
     """Through the CLI: exit code 2 and one line naming file, line, the problem (and the known tags)."""
     val = tmp_path / "val.conll"
     val.write_text(val_text, encoding="utf-8")

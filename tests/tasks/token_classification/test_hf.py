@@ -14,9 +14,20 @@ from tetraformer.commands import convert_command
 from tetraformer.data import load_tokenizer, train_tokenizer
 from tetraformer.training.checkpoint import load_task_module
 
-BERT_ARCH = {"d_model": 32, "n_heads": 2, "n_layers": 2, "d_ff": 64, "max_len": 64, "dropout": 0.0,
-             "norm_position": "post", "norm_eps": 1e-12, "embedding_norm": True, "activation": "gelu",
-             "position": "learned", "type_vocab_size": 2}  # fmt: skip
+BERT_ARCH = {
+    "d_model": 32,
+    "n_heads": 2,
+    "n_layers": 2,
+    "d_ff": 64,
+    "max_len": 64,
+    "dropout": 0.0,
+    "norm_position": "post",
+    "norm_eps": 1e-12,
+    "embedding_norm": True,
+    "activation": "gelu",
+    "position": "learned",
+    "type_vocab_size": 2,
+}
 TEXTS = ["we met anna smith in oslo", "boris went to lima", "the"]
 
 
@@ -27,9 +38,17 @@ def hf_tagger(tmp_path: Path) -> Path:
     text = tmp_path / "words.txt"
     text.write_text("".join(" ".join(w for w, _ in s) + "\n" for s in tagged_sentences(80, 3)), encoding="utf-8")
     tokenizer = train_tokenizer([text], "wordpiece", 100, out)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
-                        attention_probs_dropout_prob=0.0, num_labels=5)  # fmt: skip
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        num_labels=5,
+    )
     torch.manual_seed(0)
     BertForTokenClassification(config).save_pretrained(out)
     return out
@@ -44,8 +63,17 @@ def test_init_from_hf_token_classifier_gives_its_logits(
     run_cli: Callable[..., Path], splits: dict[str, Path], hf_tagger: Path
 ) -> None:
     """Before training (lr 0) the tagger is transformers' model: same logits; its tokenizer is used, none trained."""
-    run = run_cli("fit", "--model.init_from", str(hf_tagger), "--trainer.max_steps", "1", "--model.optim.lr", "0",
-                  train_path=str(splits["train"]), val_path=str(splits["val"]))  # fmt: skip
+    run = run_cli(
+        "fit",
+        "--model.init_from",
+        str(hf_tagger),
+        "--trainer.max_steps",
+        "1",
+        "--model.optim.lr",
+        "0",
+        train_path=str(splits["train"]),
+        val_path=str(splits["val"]),
+    )
     module = load_task_module(run / "checkpoints" / "last.ckpt")
     assert not (run / "tokenizer").exists()
     assert module.tokenizer.get_vocab() == load_tokenizer(hf_tagger).get_vocab()
@@ -60,8 +88,14 @@ def test_export_round_trips_logits_and_tags(
     run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path
 ) -> None:
     """transformers' BertForTokenClassification on the exported directory gives our logits and tag names."""
-    run = run_cli("fit", "--trainer.max_epochs", "1", model={"arch": BERT_ARCH}, train_path=str(splits["train"]),
-                  val_path=str(splits["val"]))  # fmt: skip
+    run = run_cli(
+        "fit",
+        "--trainer.max_epochs",
+        "1",
+        model={"arch": BERT_ARCH},
+        train_path=str(splits["train"]),
+        val_path=str(splits["val"]),
+    )
     ckpt = run / "checkpoints" / "last.ckpt"
     convert_command(["to-hf", str(ckpt), str(tmp_path / "hf_out")])
     module = load_task_module(ckpt)

@@ -17,8 +17,20 @@ from tetraformer.training.checkpoint import load_task_module
 
 def predict(ckpt: Path, data: Path, out: Path, *args: str) -> list[dict]:
     """`tetraformer predict` with only the checkpoint and a file; the JSONL records it writes."""
-    main(["predict", "--ckpt_path", str(ckpt), "--data.predict_path", str(data), "--run.wandb", "disabled",
-          "--trainer.default_root_dir", str(out), *args])  # fmt: skip
+    main(
+        [
+            "predict",
+            "--ckpt_path",
+            str(ckpt),
+            "--data.predict_path",
+            str(data),
+            "--run.wandb",
+            "disabled",
+            "--trainer.default_root_dir",
+            str(out),
+            *args,
+        ]
+    )
     return [json.loads(line) for line in (out / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
@@ -78,11 +90,15 @@ def test_constrained_decoding_never_emits_an_invalid_transition(
     mask = torch.arange(12)[None] < torch.randint(1, 13, (64, 1))  # (S, W) prefixes
     lengths = mask.sum(1).tolist()
     argmax = module.decode_words(scores, mask)
-    assert not all(valid([names[i] for i in row[:n]], names, "IOB2") for row, n in zip(argmax.tolist(), lengths, strict=True))
+    assert not all(
+        valid([names[i] for i in row[:n]], names, "IOB2") for row, n in zip(argmax.tolist(), lengths, strict=True)
+    )
     module.decode = "constrained"
     constrained = module.decode_words(scores, mask)
     assert (constrained == -100).equal(~mask)
-    assert all(valid([names[i] for i in row[:n]], names, "IOB2") for row, n in zip(constrained.tolist(), lengths, strict=True))
+    assert all(
+        valid([names[i] for i in row[:n]], names, "IOB2") for row, n in zip(constrained.tolist(), lengths, strict=True)
+    )
     out = predict(ckpt, splits["test"], tmp_path / "p", "--model.decode", "constrained")
     assert all(valid(r["tags"], names, "IOB2") for r in out)
 
@@ -93,9 +109,21 @@ def test_test_stage_writes_per_type_report(
 ) -> None:
     """`test` writes RUN_DIR/reports/test_entities.csv/.md: one row per entity type, then micro and macro avg."""
     run = run_cli("fit", "--trainer.max_epochs", "1", train_path=str(splits["train"]), val_path=str(splits["val"]))
-    main(["test", "--ckpt_path", str(run / "checkpoints" / "last.ckpt"), "--data.test_path", str(splits["test"]),
-          "--model.strict_scheme", str(strict).lower(), "--run.wandb", "disabled", "--trainer.default_root_dir",
-          str(tmp_path / "t")])  # fmt: skip
+    main(
+        [
+            "test",
+            "--ckpt_path",
+            str(run / "checkpoints" / "last.ckpt"),
+            "--data.test_path",
+            str(splits["test"]),
+            "--model.strict_scheme",
+            str(strict).lower(),
+            "--run.wandb",
+            "disabled",
+            "--trainer.default_root_dir",
+            str(tmp_path / "t"),
+        ]
+    )
     lines = (tmp_path / "t" / "reports" / "test_entities.csv").read_text().splitlines()
     assert lines[0] == "type,precision,recall,f1,support"
     assert [line.split(",")[0] for line in lines[1:]] == ["LOC", "PER", "micro avg", "macro avg"]
