@@ -38,7 +38,7 @@ from bench_models import BUILDERS, HF_ATTENTION, Batch, LossFn, Pair, check_para
 from bench_table import CLOCKS, add_clock_option, format_rows, machine
 from torch import nn
 
-from tetraformer.training.peak import measure_matmuls, synchronize
+from tetraformer.training.callbacks.peak import measure_matmuls, synchronize
 
 FAMILIES = ("bert", "gpt", "t5", "vit")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}

@@ -172,7 +172,7 @@ def run_fit(config: Path, extra: list[str], quiet: bool) -> StepClock:
 
 def bare_seconds(module: Any, batches: list[Any]) -> tuple[float, float]:
     """Wall and CPU seconds of `compute` + backward + the module's AdamW step over the batches (after a warm-up)."""
-    from tetraformer.training.optim import build_optimizer
+    from tetraformer.training.base.optim import build_optimizer
 
     module.train()
     optimizer, _ = build_optimizer(module.net, module.optim, 1000, module.net.cfg.d_model)

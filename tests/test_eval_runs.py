@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tetraformer.eval_runs import split_configs
+from tetraformer.cli.eval_runs import split_configs
 
 
 def test_split_configs_keeps_order_of_configs_and_flags() -> None:

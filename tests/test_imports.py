@@ -22,8 +22,9 @@ RULES: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...]]] = {
     ),
     "tetraformer.safe_loading": (("torch", "tetraformer.errors"), ()),  # how payload and interop load torch files
     "tetraformer.data": (None, ("tetraformer.core", "tetraformer.training", "tetraformer.interop", "tasks")),
-    "tetraformer.training": (None, ("tetraformer.interop", "tasks")),
-    "tetraformer": (None, ("tasks",)),  # nothing under platform/ imports a task
+    "tetraformer.training": (None, ("tetraformer.interop", "tetraformer.cli", "tasks")),
+    "tetraformer.cli": (None, ("tasks",)),  # the top of the graph: it may import any platform package
+    "tetraformer": (None, ("tasks", "tetraformer.cli")),  # nothing under platform/ imports a task or the CLI
 }
 
 
@@ -167,3 +168,65 @@ def test_walker_names_each_arrow_against_the_design(tmp_path: Path, relative: st
     write(tmp_path, relative, text)
     found, _ = violations(tmp_path)
     assert found == [expected]
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the platform modules it imports (anywhere in the file, TYPE_CHECKING blocks included)."""
+    paths = sorted((root / "tetraformer").rglob("*.py"))
+    modules = {module_name(path, root): path for path in paths}
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        names = (name for _, name in imported_names(tree, module, path.name == "__init__.py"))
+        graph[module] = {_owner(name, modules) for name in names if _owner(name, modules) not in (None, module)}
+    return graph
+
+
+def _owner(name: str, modules: dict[str, Path]) -> str | None:
+    """The module a dotted import name lives in (`a.b.C` -> `a.b`), or None outside the tree."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One path per import circle (a package importing its own submodules from __init__ is not one)."""
+    found, done, stack = [], set(), []
+
+    def visit(module: str) -> None:
+        stack.append(module)
+        for target in sorted(graph.get(module, ())):
+            if target in stack:
+                loop = stack[stack.index(target) :] + [target]
+                if not _init_reexport(loop):
+                    found.append(loop)
+            elif target not in done:
+                visit(target)
+        stack.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        if module not in done:
+            visit(module)
+    return found
+
+
+def _init_reexport(loop: list[str]) -> bool:
+    """A package's __init__ importing a submodule that imports a sibling through the package is no circle."""
+    return any(b.startswith(a + ".") or a.startswith(b + ".") for a, b in zip(loop, loop[1:], strict=False))
+
+
+def test_no_import_circles() -> None:
+    """No module under platform/tetraformer reaches itself through its imports, function-local ones included."""
+    graph = import_graph(SOURCE_ROOT)
+    assert len(graph) > 100, "the walk missed the tree"
+    assert not cycles(graph), "import circles:\n" + "\n".join(" -> ".join(loop) for loop in cycles(graph))
+
+
+def test_cycle_finder_names_a_circle_hidden_in_a_function(tmp_path: Path) -> None:
+    """Two modules importing each other, one of them inside a function, are found."""
+    write(tmp_path, "tetraformer/__init__.py", "")
+    write(tmp_path, "tetraformer/a.py", "from tetraformer.b import g\n")
+    write(tmp_path, "tetraformer/b.py", "def g():\n    from tetraformer import a\n")
+    write(tmp_path, "tetraformer/c.py", "from tetraformer.a import x\n")
+    assert cycles(import_graph(tmp_path)) == [["tetraformer.a", "tetraformer.b", "tetraformer.a"]]

@@ -12,9 +12,9 @@ from torch.utils.data import DataLoader
 from tasks.image_classification.augment import Augmentation
 from tasks.image_classification.images import Normalization
 from tasks.image_classification.sources import ImageSet, Reading, read_source
-from tetraformer.config_errors import ConfigError
 from tetraformer.data import LabelVocabulary
-from tetraformer.training.datamodule import TaskDataModule
+from tetraformer.errors import ConfigError
+from tetraformer.training.base.datamodule import TaskDataModule
 
 log = logging.getLogger(__name__)
 SourceFormat = Literal["folder", "csv", "tsv", "json", "jsonl", "npz"]

@@ -16,9 +16,9 @@ from tasks.image_classification.images import Normalization, decode_image
 from tasks.image_classification.model import ImagePooling, build_image_classifier
 from tetraformer.core import TransformerConfig
 from tetraformer.data import LabelVocabulary
-from tetraformer.training.attention_callback import AttentionRolloutImages
-from tetraformer.training.labelled import LabelledTask
-from tetraformer.training.module import TaskModule
+from tetraformer.training.base.labelled import LabelledTask
+from tetraformer.training.base.module import TaskModule
+from tetraformer.training.callbacks.attention_maps import AttentionRolloutImages
 
 log = logging.getLogger(__name__)
 TOP5_MIN_CLASSES = 6  # top-5 accuracy is reported only when it can miss: more than 5 classes

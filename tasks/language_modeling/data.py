@@ -16,7 +16,7 @@ from tetraformer.data import (
     train_val_split,
 )
 from tetraformer.data.run_tokenizer import prepare_run_tokenizer
-from tetraformer.training.datamodule import TaskDataModule
+from tetraformer.training.base.datamodule import TaskDataModule
 
 log = logging.getLogger(__name__)
 

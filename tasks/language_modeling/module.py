@@ -9,9 +9,9 @@ from torchmetrics import Metric
 
 from tasks.language_modeling.model import build_gpt
 from tetraformer.core import TransformerConfig
-from tetraformer.training.metrics import TokenPerplexity
-from tetraformer.training.module import TaskModule
-from tetraformer.training.text_generation import TextGenerationConfig, generate_text
+from tetraformer.training.base.module import TaskModule
+from tetraformer.training.base.text_generation import TextGenerationConfig, generate_text
+from tetraformer.training.metrics.stages import TokenPerplexity
 
 
 class LanguageModeling(TaskModule):

@@ -10,7 +10,7 @@ from tasks.masked_lm.segments import pair_rows, single_rows, tokenize_documents
 from tetraformer.data import load_tokenizer, read_text, resolve_files, train_val_split
 from tetraformer.data.masking import MaskingCollator, TokenMasker
 from tetraformer.data.run_tokenizer import prepare_run_tokenizer
-from tetraformer.training.datamodule import TaskDataModule
+from tetraformer.training.base.datamodule import TaskDataModule
 
 log = logging.getLogger(__name__)
 

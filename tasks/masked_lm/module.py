@@ -12,7 +12,7 @@ from tasks.masked_lm.model import build_bert
 from tetraformer.core import TransformerConfig
 from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.data import IGNORE_INDEX
-from tetraformer.training.module import TaskModule
+from tetraformer.training.base.module import TaskModule
 
 
 class MaskedLanguageModeling(TaskModule):

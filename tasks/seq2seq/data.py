@@ -16,8 +16,8 @@ from tetraformer.data.span_corruption import SpanCorruptionCollator, SpanCorrupt
 from tetraformer.data.splits import train_val_split
 from tetraformer.data.text import text_format
 from tetraformer.data.tokenizer import decoder_start_token
-from tetraformer.training.checkpoint import source_tokenizer
-from tetraformer.training.datamodule import TaskDataModule
+from tetraformer.training.base.datamodule import TaskDataModule
+from tetraformer.training.checkpointing.loading import source_tokenizer
 
 log = logging.getLogger(__name__)
 Row = dict[str, Any]  # input_ids, labels (absent when predicting), source, target, record; or input_ids, noise_seed

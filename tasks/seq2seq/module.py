@@ -10,10 +10,10 @@ from torch import Tensor, nn
 from tasks.seq2seq.model import build_seq2seq
 from tetraformer.core import TransformerConfig
 from tetraformer.core.accounting import TokenCost, token_cost
-from tetraformer.training.generation_metrics import generation_metrics
-from tetraformer.training.loggers import wandb_logger
-from tetraformer.training.module import TaskModule
-from tetraformer.training.text_generation import TextGenerationConfig, generate_text
+from tetraformer.training.base.module import TaskModule
+from tetraformer.training.base.text_generation import TextGenerationConfig, generate_text
+from tetraformer.training.metrics.generation import generation_metrics
+from tetraformer.training.reports.loggers import wandb_logger
 
 GenerationMetric = Literal["bleu", "chrf", "rouge1", "rouge2", "rougeL"]
 GENERATION_STAGES = ("val", "test")

@@ -13,7 +13,7 @@ from tetraformer.data import DataError, LabelVocabulary, read_records, resolve_f
 from tetraformer.data.buckets import LengthBuckets
 from tetraformer.data.records import LINE_COLUMN, SOURCE_COLUMN
 from tetraformer.data.run_tokenizer import prepare_run_tokenizer
-from tetraformer.training.datamodule import TaskDataModule
+from tetraformer.training.base.datamodule import TaskDataModule
 
 log = logging.getLogger(__name__)
 Row = dict[str, Any]  # input_ids, token_type_ids, then label (raw), labels (encoded), where, or record

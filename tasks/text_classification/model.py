@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from tetraformer.config_errors import ConfigError
 from tetraformer.core import SequenceClassifier, TransformerConfig, build_backbone
 from tetraformer.core.backbones import BackboneKind
+from tetraformer.errors import ConfigError
 
 ClassifierPooling = Literal["cls", "mean", "last", "decoder"]
 POOLINGS_BY_BACKBONE: dict[str, tuple[str, ...]] = {

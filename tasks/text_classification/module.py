@@ -15,12 +15,12 @@ from torchmetrics.classification import (
 )
 
 from tasks.text_classification.model import ClassifierPooling, build_classifier
-from tetraformer.config_errors import ConfigError
 from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.core.backbones import BackboneKind
 from tetraformer.data import LabelVocabulary
-from tetraformer.training.labelled import LabelledTask
-from tetraformer.training.module import TaskModule
+from tetraformer.errors import ConfigError
+from tetraformer.training.base.labelled import LabelledTask
+from tetraformer.training.base.module import TaskModule
 
 
 class TextClassification(LabelledTask, TaskModule):

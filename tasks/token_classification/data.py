@@ -14,7 +14,7 @@ from tetraformer.data.conll import SentenceFormat, TaggedSentence, WordSplit, jo
 from tetraformer.data.run_tokenizer import prepare_run_tokenizer
 from tetraformer.data.tag_schemes import PREFIXES, canonical_scheme, split_tag, tag_problem, to_canonical
 from tetraformer.data.word_alignment import SentenceBatches, sentence_windows
-from tetraformer.training.datamodule import TaskDataModule
+from tetraformer.training.base.datamodule import TaskDataModule
 
 log = logging.getLogger(__name__)
 Row = dict[str, Any]  # one window: input_ids, word_labels, labels, word_index, sentence (+ record, words)

@@ -11,7 +11,6 @@ from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy
 
 from tasks.token_classification.model import build_token_classifier
-from tetraformer.config_errors import ConfigError
 from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.core.backbones import BackboneKind
 from tetraformer.core.heads import TokenClassificationHead
@@ -21,12 +20,13 @@ from tetraformer.data.collate import IGNORE_INDEX
 from tetraformer.data.conll import join_words
 from tetraformer.data.tag_schemes import allowed_transitions, entity_spans
 from tetraformer.data.word_alignment import gather_words, word_mask
+from tetraformer.errors import ConfigError
 from tetraformer.interop import load_hf
-from tetraformer.training.entity_metrics import REPORT_COLUMNS, EntityScore
-from tetraformer.training.labelled import LabelledTask
-from tetraformer.training.loggers import wandb_logger
-from tetraformer.training.module import TaskModule
-from tetraformer.training.reports import write_table
+from tetraformer.training.base.labelled import LabelledTask
+from tetraformer.training.base.module import TaskModule
+from tetraformer.training.metrics.entity import REPORT_COLUMNS, EntityScore
+from tetraformer.training.reports.loggers import wandb_logger
+from tetraformer.training.reports.tables import write_table
 
 log = logging.getLogger(__name__)
 Decoding = Literal["argmax", "constrained"]

@@ -132,7 +132,7 @@ def test_compare_command_reports_every_run(
     """`tetraformer compare -c FILE --budget.max_steps 4 --seeds 1 --out DIR`: skips done runs, reports."""
     root, _, _ = compared
     launched = CountingLauncher()
-    monkeypatch.setattr("tetraformer.compare.command.run_comparison", counted_comparison(launched))
+    monkeypatch.setattr("tetraformer.cli.compare.run_comparison", counted_comparison(launched))
     spec = {"base": "base.yaml", "variants": VARIANTS, "budget": {"max_steps": 99}, "extrapolation": [1, 2]}
     path = root / "done_only.yaml"
     path.write_text(yaml.safe_dump(spec))

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tetraformer.compare.spec import Budget, load_spec
-from tetraformer.config_errors import ConfigError
+from tetraformer.errors import ConfigError
 
 
 def write_spec(tmp_path: Path, **fields: Any) -> Path:

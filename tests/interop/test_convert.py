@@ -10,12 +10,12 @@ import pytest
 import torch
 import transformers
 
-from tetraformer import commands
-from tetraformer.commands import TASK_ENTRY_POINTS, convert_command, task_for_architecture
+from tetraformer.cli import commands
+from tetraformer.cli.commands import TASK_ENTRY_POINTS, convert_command, task_for_architecture
 from tetraformer.data import train_tokenizer
 from tetraformer.interop import InteropError
 from tetraformer.payload import PAYLOAD_KEY, CheckpointError, read_checkpoint
-from tetraformer.training.checkpoint import load_network, load_task_module, starting_point
+from tetraformer.training.checkpointing.loading import load_network, load_task_module, starting_point
 
 LANGUAGE_MODELING = "tasks.language_modeling.module.LanguageModeling"
 

@@ -11,11 +11,11 @@ import transformers
 from torch import nn
 
 from tests.interop.test_vit import make_hf, max_diff, pixels
-from tetraformer.commands import convert_command
+from tetraformer.cli.commands import convert_command
 from tetraformer.core import ImageEncoder, SequenceClassifier, TextDecoder, TransformerConfig
 from tetraformer.interop import InteropError
 from tetraformer.interop.convert import export_network
-from tetraformer.training.checkpoint import load_weights, starting_point
+from tetraformer.training.checkpointing.loading import load_weights, starting_point
 
 TOL = 1e-4
 NAMES = ["ant", "bee", "cow", "doe", "elk"]

@@ -14,7 +14,7 @@ import tetraformer.interop  # noqa: F401  (registers Hugging Face directories as
 from tests.interop.test_vit import make_hf, max_diff, pixels
 from tetraformer.core import ImageEncoder, SequenceClassifier
 from tetraformer.interop.convert import export_network
-from tetraformer.training.checkpoint import load_weights, starting_point
+from tetraformer.training.checkpointing.loading import load_weights, starting_point
 
 TOL = 1e-4
 
@@ -28,7 +28,7 @@ def test_hf_classifier_at_another_size_equals_transformers_interpolation(
     hf = make_hf(tmp_path, "base-gelu-qkv-bias")  # 8-pixel patches: a 4x4 grid
     cfg, state = starting_point(tmp_path)
     net = SequenceClassifier(ImageEncoder(cfg.replace(image_size=size)), 5, pooling="cls")
-    with caplog.at_level(logging.INFO, logger="tetraformer.training.checkpoint"):
+    with caplog.at_level(logging.INFO, logger="tetraformer.training.checkpointing.loading"):
         load_weights(net, state, str(tmp_path))
     g = size // 8
     assert f"{tmp_path}: backbone.embed: positions resized from 4x4 to {g}x{g} patches" in caplog.messages
@@ -42,7 +42,7 @@ def test_hf_backbone_into_a_fresh_classifier_at_another_size(tmp_path: Path, cap
     hf = make_hf(tmp_path, "img24-patch4-1ch-no-qkv-bias-gelu-new", transformers.ViTModel)  # 6x6 grid
     cfg, state = starting_point(tmp_path)
     net = SequenceClassifier(ImageEncoder(cfg.replace(image_size=48)), 3, pooling="cls")
-    with caplog.at_level(logging.INFO, logger="tetraformer.training.checkpoint"):
+    with caplog.at_level(logging.INFO, logger="tetraformer.training.checkpointing.loading"):
         load_weights(net, state, str(tmp_path))
     assert f"{tmp_path}: embed: positions resized from 6x6 to 12x12 patches" in caplog.messages
     x = pixels(hf, 48)
@@ -56,7 +56,7 @@ def test_rgb_hf_backbone_serves_grayscale_images(tmp_path: Path, caplog: pytest.
     hf = make_hf(tmp_path, "base-gelu-qkv-bias", transformers.ViTModel)
     cfg, state = starting_point(tmp_path)
     net = ImageEncoder(cfg.replace(image_size=48, n_channels=1))
-    with caplog.at_level(logging.INFO, logger="tetraformer.training.checkpoint"):
+    with caplog.at_level(logging.INFO, logger="tetraformer.training.checkpointing.loading"):
         load_weights(net, state, str(tmp_path))
     assert f"{tmp_path}: embed: patch projection converted from 3 to 1 channels" in caplog.messages
     gray = torch.randn(2, 1, 48, 48)

@@ -67,7 +67,7 @@ def test_fit_logs_throughput_and_mfu(
     build, data = TASKS[task]
     config = tmp_path / "fit.yaml"
     config.write_text(yaml.safe_dump(build(tmp_path / "run", **data(tmp_path))))
-    with caplog.at_level(logging.INFO, logger="tetraformer.training.throughput"):
+    with caplog.at_level(logging.INFO, logger="tetraformer.training.callbacks.throughput"):
         main(["fit", "-c", str(config), "--trainer.max_steps", "3", "--trainer.limit_val_batches", "0"])
     rows = metrics_rows(tmp_path / "run")
     logged = [r for r in rows if r.get("train/mfu")]

@@ -14,7 +14,7 @@ from lightning.pytorch.strategies import FSDPStrategy
 from torch import nn
 from torch.distributed.fsdp import FullyShardedDataParallel
 
-from tetraformer.training.strategies import FSDP_UNITS
+from tetraformer.training.distributed.strategies import FSDP_UNITS
 
 
 class CPUFSDP(FSDPStrategy):

@@ -18,8 +18,8 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from tetraformer.core import ImageEncoder, SequenceClassifier, TransformerConfig
-from tetraformer.training.attention_callback import AttentionRolloutImages
-from tetraformer.training.module import TaskModule
+from tetraformer.training.base.module import TaskModule
+from tetraformer.training.callbacks.attention_maps import AttentionRolloutImages
 
 IMAGE_ARCH = dict(
     d_model=32,

@@ -13,8 +13,8 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from tetraformer.core.config import TransformerConfig
 from tetraformer.data import LabelVocabulary
-from tetraformer.training.distributed import destroy_process_group_at_exit
-from tetraformer.training.module import TaskModule
+from tetraformer.training.base.module import TaskModule
+from tetraformer.training.distributed.failures import destroy_process_group_at_exit
 
 LABELS = ["cat", "dog", "emu"]
 BATCH_SIZES = [7, 1, 13, 2, 9, 4]  # uneven: a mean of per-batch F1 is not the F1 of the whole split

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from tasks.language_modeling.module import LanguageModeling
-from tetraformer.training.numerics import NonFiniteGuard
+from tetraformer.training.callbacks.numerics import NonFiniteGuard
 
 
 class InfGradient(torch.autograd.Function):

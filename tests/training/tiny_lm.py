@@ -16,8 +16,8 @@ import yaml
 
 from tests.cli_runner import config_runner
 from tests.tasks.language_modeling.conftest import TEXT, tiny_config
-from tetraformer.training.checkpoint import load_task_module
-from tetraformer.training.text_generation import TextGenerationConfig
+from tetraformer.training.base.text_generation import TextGenerationConfig
+from tetraformer.training.checkpointing.loading import load_task_module
 
 FIT_STEPS = ["--trainer.max_steps", "6", "--trainer.val_check_interval", "3"]
 

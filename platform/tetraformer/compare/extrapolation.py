@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from tetraformer.payload import read_checkpoint
-from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.checkpointing.loading import load_task_module
 
 log = logging.getLogger(__name__)
 CHECKPOINTS = ("best.ckpt", "last.ckpt")  # the one evaluated: the best when the run kept it

@@ -11,7 +11,7 @@ import yaml
 from tetraformer.compare.result import RunResult
 from tetraformer.core.accounting import count_params, flops_per_token
 from tetraformer.payload import read_checkpoint
-from tetraformer.training.checkpoint import load_network
+from tetraformer.training.checkpointing.loading import load_network
 
 CUDA_PEAK = "system/cuda_max_allocated_mb"
 

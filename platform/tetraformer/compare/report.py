@@ -14,10 +14,10 @@ import numpy as np
 
 from tetraformer.compare.curves import mean_curve, monitor_curve
 from tetraformer.compare.result import RunResult
-from tetraformer.training import loggers
-from tetraformer.training.loggers import WandbMode
-from tetraformer.training.plots import bars_png, curves_png
-from tetraformer.training.reports import markdown_table
+from tetraformer.training.reports import loggers
+from tetraformer.training.reports.loggers import WandbMode
+from tetraformer.training.reports.plots import bars_png, curves_png
+from tetraformer.training.reports.tables import markdown_table
 
 log = logging.getLogger(__name__)
 RUN_COLUMNS = ["variant", "seed", "status", "params", "flops_per_token", "monitor", "best", "final"]

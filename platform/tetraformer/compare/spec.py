@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import yaml
 
-from tetraformer.config_errors import ConfigError
+from tetraformer.errors import ConfigError
 
 BUDGET_KEYS = ("max_steps", "max_time", "tokens")
 SPEC_KEYS = ("base", "variants", "grid", "seeds", "budget", "test", "extrapolation", "peak_tflops")

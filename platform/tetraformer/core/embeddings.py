@@ -10,7 +10,8 @@ from torch import Tensor, nn
 
 from tetraformer.core.config import TransformerConfig
 from tetraformer.core.layers import make_norm
-from tetraformer.core.positions import absolute_table, sinusoidal_2d_table
+from tetraformer.core.position_layers import absolute_table
+from tetraformer.core.positions import sinusoidal_2d_table
 
 
 class TokenEmbedding(nn.Module):

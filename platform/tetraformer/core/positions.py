@@ -1,20 +1,17 @@
 """Position encodings: sinusoidal, learned, T5 relative bias, rotary (RoPE) and ALiBi.
 
 POSITION_TYPES is the one place that says what each `position` setting is; everything else asks it
-(through `cfg.position_type` / `cfg.absolute_positions`) or the builders at the end of this file.
+(through `cfg.position_type` / `cfg.absolute_positions`) or the builders in position_layers.py.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
-
-if TYPE_CHECKING:
-    from tetraformer.core.config import TransformerConfig
 
 Position = Literal["sinusoidal", "learned", "relative", "rotary", "alibi", "none"]
 
@@ -167,25 +164,3 @@ class Rotary(nn.Module):
         x1, x2 = rot.float().chunk(2, dim=-1)  # (B, H, T, R/2) each
         rotated = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
         return torch.cat((rotated, rest), dim=-1) if rest.shape[-1] else rotated
-
-
-def absolute_table(cfg: TransformerConfig, n_positions: int) -> nn.Module | None:
-    """The config's additive (n_positions, D) table, or None when positions live inside attention."""
-    if not cfg.absolute_positions:
-        return None
-    table = LearnedPositions if cfg.position == "learned" else SinusoidalPositions
-    return table(n_positions, cfg.d_model)
-
-
-def attention_bias(cfg: TransformerConfig, causal: bool) -> nn.Module | None:
-    """The config's additive score bias (T5 relative buckets or ALiBi), or None."""
-    if cfg.position == "relative":
-        return RelativePositionBias(
-            cfg.n_heads, cfg.relative_buckets, cfg.relative_max_distance, bidirectional=not causal
-        )
-    return ALiBi(cfg.n_heads) if cfg.position == "alibi" else None
-
-
-def rotary(cfg: TransformerConfig) -> Rotary | None:
-    """The config's rotation of queries and keys (RoPE), or None."""
-    return Rotary(cfg.head_dim, cfg.rope_base, cfg.rope_fraction) if cfg.position == "rotary" else None

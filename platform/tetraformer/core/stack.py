@@ -13,7 +13,7 @@ from tetraformer.core.cache import KVCache
 from tetraformer.core.config import TransformerConfig
 from tetraformer.core.layers import Block, make_norm
 from tetraformer.core.masks import combine_masks, mask_to_bias
-from tetraformer.core.positions import attention_bias, rotary
+from tetraformer.core.position_layers import attention_bias, rotary
 
 
 @dataclass

@@ -13,7 +13,7 @@ from tasks.image_classification.module import ImageClassification
 from tests.cli_runner import last_metrics
 from tetraformer.core import resize_position_grid
 from tetraformer.data import LabelVocabulary
-from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.checkpointing.loading import load_task_module
 
 
 def hf_vit(out: Path, num_labels: int) -> Path:

@@ -15,7 +15,7 @@ from PIL import Image
 from tests.cli_runner import last_metrics
 from tests.tasks.image_classification.conftest import QUADRANTS, tiny_config, write_folder
 from tetraformer.cli import main
-from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.checkpointing.loading import load_task_module
 
 
 @pytest.fixture(scope="module")

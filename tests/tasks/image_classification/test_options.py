@@ -10,7 +10,7 @@ import pytest
 
 from tests.cli_runner import last_metrics
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
-from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.checkpointing.loading import load_task_module
 
 
 def test_mixing_sinusoidal_mean_pooling_and_given_statistics(

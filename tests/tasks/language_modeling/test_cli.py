@@ -13,8 +13,8 @@ import torch
 from tests.tasks.language_modeling.conftest import TEXT
 from tests.training.wandb_records import history_rows
 from tetraformer.cli import main
-from tetraformer.training.checkpoint import load_task_module
-from tetraformer.training.text_generation import TextGenerationConfig
+from tetraformer.training.base.text_generation import TextGenerationConfig
+from tetraformer.training.checkpointing.loading import load_task_module
 
 
 def train_losses(run: Path) -> list[tuple[int, float]]:

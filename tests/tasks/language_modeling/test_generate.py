@@ -10,9 +10,9 @@ import pytest
 
 from tests.tasks.language_modeling.silent import SilentLanguageModel
 from tetraformer.cli import main
-from tetraformer.commands import add_generation_flags, generation_options
-from tetraformer.training.checkpoint import load_task_module
-from tetraformer.training.text_generation import GenerativeTask, TextGenerationConfig
+from tetraformer.cli.commands import add_generation_flags, generation_options
+from tetraformer.training.base.text_generation import GenerativeTask, TextGenerationConfig
+from tetraformer.training.checkpointing.loading import load_task_module
 
 
 def parse(*argv: str) -> dict:

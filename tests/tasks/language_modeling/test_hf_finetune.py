@@ -12,10 +12,10 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from tasks.language_modeling.data import LanguageModelingData
 from tests.tasks.language_modeling.test_cli import validation_loss
 from tetraformer.cli import main
-from tetraformer.commands import convert_command
+from tetraformer.cli.commands import convert_command
 from tetraformer.data import train_tokenizer
 from tetraformer.interop import InteropError
-from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.checkpointing.loading import load_task_module
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import torch
 from tasks.language_modeling.data import LanguageModelingData
 from tasks.language_modeling.module import LanguageModeling
 from tetraformer.core import TransformerConfig
-from tetraformer.training.optim import OptimizerConfig
+from tetraformer.training.base.optim import OptimizerConfig
 
 BATCH_SIZE = 8
 

@@ -17,7 +17,7 @@ from tetraformer.cli import main
 from tetraformer.core import MaskedLM
 from tetraformer.data import train_tokenizer
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
-from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.checkpointing.loading import load_task_module
 
 MASKED_LM = "tasks.masked_lm.module.MaskedLanguageModeling"
 

@@ -15,10 +15,10 @@ from tasks.seq2seq.data import Seq2SeqData
 from tasks.seq2seq.module import Seq2Seq
 from tests.tasks.seq2seq.conftest import ARCHS, reversal_pairs, write_jsonl
 from tests.training.wandb_records import history_rows
-from tetraformer.commands import generate_command
+from tetraformer.cli.commands import generate_command
 from tetraformer.core import TransformerConfig
-from tetraformer.training.checkpoint import load_task_module
-from tetraformer.training.text_generation import TextGenerationConfig
+from tetraformer.training.base.text_generation import TextGenerationConfig
+from tetraformer.training.checkpointing.loading import load_task_module
 
 
 def logged(run: Path) -> list[dict[str, str]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.tasks.seq2seq.conftest import ARCHS, reversal_pairs, write_jsonl
-from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.checkpointing.loading import load_task_module
 
 OPTIM = {
     "t5": {"lr": 3e-3, "warmup_steps": 10, "schedule": "constant", "weight_decay": 0.0},

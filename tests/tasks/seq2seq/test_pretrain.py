@@ -13,13 +13,13 @@ from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
 
 from tasks.seq2seq.data import Seq2SeqData
 from tests.tasks.seq2seq.conftest import reversal_pairs
-from tetraformer.commands import convert_command
+from tetraformer.cli.commands import convert_command
 from tetraformer.core import TransformerConfig
 from tetraformer.data import train_tokenizer
 from tetraformer.data.tokenizer import sentinel_ids
 from tetraformer.interop.t5 import config_to_hf
-from tetraformer.training.checkpoint import load_task_module
-from tetraformer.training.text_generation import TextGenerationConfig
+from tetraformer.training.base.text_generation import TextGenerationConfig
+from tetraformer.training.checkpointing.loading import load_task_module
 
 
 @pytest.fixture

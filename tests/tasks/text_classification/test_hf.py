@@ -10,10 +10,10 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification, BertModel
 
 from tests.tasks.text_classification.conftest import labelled_rows, write_csv
-from tetraformer.commands import convert_command
+from tetraformer.cli.commands import convert_command
 from tetraformer.data import load_tokenizer, train_tokenizer
 from tetraformer.interop import InteropError
-from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.checkpointing.loading import load_task_module
 
 BERT_ARCH = {
     "d_model": 32,

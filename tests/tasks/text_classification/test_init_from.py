@@ -13,7 +13,7 @@ from tests.tasks.text_classification.conftest import labelled_rows, write_csv
 from tetraformer.core import MaskedLMHead, TextEncoder, TransformerConfig
 from tetraformer.data import train_tokenizer
 from tetraformer.payload import make_checkpoint, save_checkpoint
-from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.checkpointing.loading import load_task_module
 
 
 class PretrainedNet(nn.Module):

@@ -13,7 +13,7 @@ import pytest
 from tests.cli_runner import last_metrics
 from tests.tasks.text_classification.conftest import FILLER, WORDS, write_csv, write_jsonl
 from tetraformer.cli import main
-from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.checkpointing.loading import load_task_module
 
 
 def multi_label_rows(n: int, seed: int) -> list[dict]:

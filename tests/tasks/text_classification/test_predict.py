@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.tasks.text_classification.conftest import labelled_rows, write_jsonl
 from tetraformer.cli import main
-from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.checkpointing.loading import load_task_module
 
 
 def test_predict_from_checkpoint_alone(run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path) -> None:

@@ -10,9 +10,9 @@ import torch
 from transformers import BertConfig, BertForTokenClassification
 
 from tests.tasks.token_classification.conftest import tagged_sentences
-from tetraformer.commands import convert_command
+from tetraformer.cli.commands import convert_command
 from tetraformer.data import load_tokenizer, train_tokenizer
-from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.checkpointing.loading import load_task_module
 
 BERT_ARCH = {
     "d_model": 32,

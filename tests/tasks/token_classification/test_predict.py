@@ -12,7 +12,7 @@ import torch
 from tests.tasks.token_classification.conftest import tagged_sentences, write_conll
 from tetraformer.cli import main
 from tetraformer.data.tag_schemes import allowed_transitions, entity_spans
-from tetraformer.training.checkpoint import load_task_module
+from tetraformer.training.checkpointing.loading import load_task_module
 
 
 def predict(ckpt: Path, data: Path, out: Path, *args: str) -> list[dict]:

@@ -1,0 +1,196 @@
+"""`tetraformer`: LightningCLI subcommands (fit, validate, test, predict) plus generate and tokenizer."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from argparse import ArgumentError
+from pathlib import Path
+from typing import Any
+
+import yaml
+from lightning.pytorch import Trainer
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
+from lightning.pytorch.loggers import CSVLogger
+
+import tetraformer.interop  # noqa: F401  (registers Hugging Face model directories as init_from sources)
+from tetraformer.cli.commands import COMMANDS
+from tetraformer.cli.config_errors import one_line, trainer_config_error
+from tetraformer.cli.eval_runs import EVAL_STAGES, evaluation_args, flag_value
+from tetraformer.errors import ConfigError, TetraformerError
+from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
+from tetraformer.safe_loading import (
+    TRUST_FLAG,
+    TRUST_HELP,
+    checkpoints_trusted,
+    trust_requested,
+    trusted_objects_allowed,
+    trusting_checkpoints,
+)
+from tetraformer.training.base.datamodule import TaskDataModule
+from tetraformer.training.base.module import TaskModule
+from tetraformer.training.callbacks.defaults import JsonlPredictionWriter, default_callbacks
+from tetraformer.training.checkpointing.atomic_io import with_atomic_io
+from tetraformer.training.checkpointing.preemption import with_slurm_environment
+from tetraformer.training.checkpointing.resume import resume_path
+from tetraformer.training.distributed.failures import guard_ranks
+from tetraformer.training.distributed.strategies import platform_strategy
+from tetraformer.training.reports.loggers import RunConfig, make_loggers, wandb_logger
+
+log = logging.getLogger(__name__)
+SUBCOMMANDS = ("fit", "validate", "test", "predict")
+PEAK_HELP = (
+    "the peak MFU is taken against: auto (default: a matmul timed at train start), one device's TFLOP/s "
+    "(e.g. 989: H100 bf16 dense), or null (no train/mfu)"
+)
+DESCRIPTION = """Train and use Transformers from one core.
+
+Lightning subcommands: fit, validate, test, predict (each takes -c CONFIG and --section.key=value).
+Other commands: `tetraformer generate --ckpt PATH --prompt TEXT`, `tetraformer tokenizer train ...`,
+`tetraformer convert from-hf SRC_DIR OUT_CKPT | to-hf CKPT OUT_DIR`,
+`tetraformer attention --ckpt PATH (--image FILE | --text TEXT)`,
+`tetraformer compare -c COMPARISON.yaml [--budget.max_steps N] [--seeds N] [--out DIR]` (run each with --help)."""
+
+
+class LogConfigCallback(SaveConfigCallback):
+    """Saves the resolved config as RUN_DIR/config.yaml and logs it as hyper-parameters to every logger."""
+
+    def save_config(self, trainer: Trainer, pl_module: Any, stage: str) -> None:
+        """Write RUN_DIR/config.yaml (the latest command's) and log the whole config (W&B, CSV hparams.yaml)."""
+        run_dir = Path(trainer.default_root_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.parser.save(self.config, run_dir / self.config_filename, skip_none=False, overwrite=True)
+        config = yaml.safe_load(self.parser.dump(self.config, skip_none=False))
+        for logger in trainer.loggers:
+            logger.log_hyperparams(config)
+
+
+class TetraformerCLI(LightningCLI):
+    """LightningCLI whose configs pick a task's module and datamodule by class_path."""
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        """Add the `run` section: W&B identity, checkpoint metric, early stopping, predictions file."""
+        parser.add_class_arguments(RunConfig, "run")
+        for action in parser._actions:  # jsonargparse reads no help from the dataclass' comments
+            if action.dest == "run.peak_tflops":
+                action.help = PEAK_HELP
+        parser.add_argument(
+            "--predictions", default=None, help="predict: JSONL output (default RUN_DIR/predictions.jsonl)"
+        )
+        parser.add_argument(TRUST_FLAG, type=bool, default=False, help=TRUST_HELP)
+
+    def _parse_ckpt_path(self) -> None:
+        """Evaluation stages took the checkpoint's hyper-parameters as defaults already (eval_runs), so what the user
+        set stays; Lightning's own pass would lay them over the user's flags. `fit --ckpt_path` keeps Lightning's."""
+        if self.config.get("subcommand") not in EVAL_STAGES:
+            with trusted_objects_allowed(self.config[self.config.subcommand].get("ckpt_path")):
+                super()._parse_ckpt_path()
+
+    def _load_weights_only(self) -> None:
+        """Lightning's checkpoint loads take tensors and plain data only, unless --trust_checkpoint true."""
+        method_kwargs = self.config_init[self.subcommand]
+        if method_kwargs.get("weights_only") is None:
+            method_kwargs["weights_only"] = not checkpoints_trusted()
+
+    before_fit = before_validate = before_test = before_predict = _load_weights_only
+
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """Default loggers and callbacks unless the config sets its own; FSDP by name wraps the core's blocks."""
+        trainer_cfg = self._get(self.config_init, "trainer", default={})
+        kwargs["strategy"] = platform_strategy(trainer_cfg.get("strategy", "auto"))
+        run: RunConfig = self._get(self.config_init, "run")
+        root = Path(trainer_cfg.get("default_root_dir") or ".")
+        if self.subcommand == "fit":  # `--ckpt_path last` before any last.ckpt: from scratch (a requeued job)
+            self.config_init.fit.ckpt_path = resume_path(self.config_init.fit.ckpt_path, root / "checkpoints")
+        kwargs["plugins"] = with_slurm_environment(with_atomic_io(trainer_cfg.get("plugins")))
+        if trainer_cfg.get("logger") in (None, True):
+            resumed = self._get(self.config_init, "ckpt_path") if self.subcommand == "fit" else None
+            kwargs["logger"] = make_loggers(root, run, resumed_wandb_id(resumed, root))
+        callbacks = list(trainer_cfg.get("callbacks") or [])
+        if trainer_cfg.get("enable_checkpointing", True) is not False:
+            callbacks += default_callbacks(root, run, checkpoints=self.subcommand == "fit")
+        if self.subcommand == "predict":
+            output = self._get(self.config_init, "predictions") or root / "predictions.jsonl"
+            callbacks.append(JsonlPredictionWriter(output))
+        kwargs["callbacks"] = callbacks
+        if trainer_cfg.get("enable_progress_bar") is None and not sys.stdout.isatty():
+            # unless asked, a bar only on a terminal: Lightning's default one redraws and reads the loss every step
+            kwargs["enable_progress_bar"] = False
+        trainer = super().instantiate_trainer(**kwargs)
+        guard_ranks(trainer, run.collective_timeout_s)
+        return trainer
+
+
+def resumed_wandb_id(ckpt_path: str | None, root: Path) -> str | None:
+    """The W&B run id stored in the checkpoint a `fit --ckpt_path` resumes, so the W&B run continues too."""
+    path = root / "checkpoints" / "last.ckpt" if ckpt_path == "last" else Path(ckpt_path) if ckpt_path else None
+    if path is None or not path.is_file():
+        return None
+    return read_checkpoint(path)[PAYLOAD_KEY].get("wandb_run_id")
+
+
+def run_lightning(argv: list[str]) -> None:
+    """Run a LightningCLI subcommand (it parses sys.argv, so the rewritten arguments go there)."""
+    if argv and argv[0] == "fit" and Path(flag_value(argv, "--ckpt_path") or "").is_file():
+        read_checkpoint(flag_value(argv, "--ckpt_path"))  # before LightningCLI's own torch.load of it
+    sys.argv = [sys.argv[0], *evaluation_args(argv)]
+    quiet = {"exit_on_error": False}  # parse errors come back as exceptions, told in one line by main
+    try:
+        cli = TetraformerCLI(
+            TaskModule,
+            TaskDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            save_config_callback=LogConfigCallback,
+            save_config_kwargs={"overwrite": True, "save_to_log_dir": False},
+            auto_configure_optimizers=False,
+            parser_kwargs={"description": DESCRIPTION, **quiet, **{s: quiet for s in SUBCOMMANDS}},
+        )
+    except ArgumentError as err:
+        command = f"tetraformer {argv[0]}" if argv and argv[0] in SUBCOMMANDS else "tetraformer"
+        raise ConfigError(f"{one_line(str(err))} (see {command} --help)") from None
+    except ValueError as err:  # Lightning's check of trainer settings against the data
+        config_error = trainer_config_error(err)
+        if config_error is None:
+            raise
+        raise config_error from err
+    if cli.subcommand in EVAL_STAGES:
+        report_outputs(cli.trainer)
+    finish_wandb(cli.trainer)
+
+
+def report_outputs(trainer: Trainer) -> None:
+    """Say where an evaluation stage wrote its metrics, predictions and W&B run."""
+    paths = [Path(lg.log_dir) / "metrics.csv" for lg in trainer.loggers if isinstance(lg, CSVLogger)]
+    paths += [cb.output for cb in trainer.callbacks if isinstance(cb, JsonlPredictionWriter)]
+    logger = wandb_logger(trainer.loggers)
+    if logger is not None and logger._experiment is not None:
+        paths.append(Path(logger.experiment.dir).parent)
+    for path in paths:
+        if path.exists():
+            log.info("wrote %s", path)
+
+
+def finish_wandb(trainer: Trainer) -> None:
+    """Close the run's W&B run so its (offline) files are complete before the command returns."""
+    logger = wandb_logger(trainer.loggers)
+    if logger is not None and logger._experiment is not None:
+        import wandb
+
+        logger.experiment.finish()
+        wandb.teardown()  # waits for the W&B service to write everything (offline finish alone may not)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the `tetraformer` console script."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        with trusting_checkpoints(trust_requested(argv)):
+            if argv and argv[0] in COMMANDS:
+                COMMANDS[argv[0]](argv[1:])
+            else:
+                run_lightning(argv)
+    except (TetraformerError, FileNotFoundError) as err:  # the user can fix it: one line, no traceback
+        sys.stderr.write(f"error: {err}\n")
+        raise SystemExit(2) from err

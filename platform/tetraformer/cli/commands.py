@@ -1,0 +1,240 @@
+"""Commands beside the Lightning subcommands: `generate`, `tokenizer train`, `convert`, `attention`, `compare`."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+import typing
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from tetraformer.cli.parser import CommandParser
+from tetraformer.cli.task_loading import load_generative_task
+from tetraformer.safe_loading import add_trust_flag
+
+log = logging.getLogger(__name__)
+TASK_ENTRY_POINTS = "tetraformer.tasks"  # pyproject.toml: `name = "package.module:TaskClass"` per task
+
+
+def generate_command(argv: list[str]) -> None:
+    """`tetraformer generate --ckpt PATH (--prompt TEXT | --prompt-file FILE --output OUT.jsonl)`."""
+    parser = CommandParser(prog="tetraformer generate", description="Generate text from a checkpoint.")
+    parser.add_argument("--ckpt", required=True, help="a Tetraformer .ckpt (it holds the model and tokenizer)")
+    parser.add_argument("--tokenizer", help="tokenizer folder or tokenizer.json (default: the checkpoint's own)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", help="one prompt; sampled or greedy output streams to the terminal")
+    source.add_argument("--prompt-file", type=Path, help="one prompt per line (or JSONL with a 'prompt' field)")
+    parser.add_argument("--output", type=Path, help="JSONL file for --prompt-file results (default: stdout)")
+    add_generation_flags(parser)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--device", default="cuda" if _cuda() else "cpu")
+    add_trust_flag(parser)
+    args = parser.parse_args(argv)
+
+    task = load_generative_task(args.ckpt, args.tokenizer, args.device)
+    config = dataclasses.replace(task.generation, **generation_options(args))
+    if args.prompt is not None:
+        if not hasattr(
+            task.net, "encode"
+        ):  # a decoder's output continues the prompt; an encoder-decoder's stands alone
+            sys.stdout.write(args.prompt)
+        task.generate([args.prompt], config, on_text=_write_stdout)
+        sys.stdout.write("\n")
+        return
+    prompts = read_prompts(args.prompt_file)
+    out = args.output.open("w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        for start in range(0, len(prompts), args.batch_size):
+            chunk = prompts[start : start + args.batch_size]
+            for prompt, text in zip(chunk, task.generate(chunk, config), strict=True):
+                out.write(json.dumps({"prompt": prompt, "generated": text}, ensure_ascii=False) + "\n")
+    finally:
+        if args.output:
+            out.close()
+            log.info("wrote %d generations to %s", len(prompts), args.output)
+
+
+def add_generation_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per TextGenerationConfig field (`max_new_tokens` -> `--max-new-tokens`); unset flags stay unset."""
+    from tetraformer.training.base.text_generation import TextGenerationConfig
+
+    group = parser.add_argument_group(
+        "decoding", "unset options keep the checkpoint's `model.generation` settings (defaults shown)"
+    )
+    hints = typing.get_type_hints(TextGenerationConfig)
+    for option in dataclasses.fields(TextGenerationConfig):
+        default = option.default_factory() if option.default is dataclasses.MISSING else option.default
+        name, kind = option.name.replace("_", "-"), hints[option.name]
+        kwargs: dict[str, Any] = {"dest": option.name, "default": argparse.SUPPRESS}
+        if kind is bool:  # a switch to the value other than the default
+            flag = option.metadata.get("flag", f"--{'no-' if default else ''}{name}")
+            group.add_argument(flag, action="store_const", const=not default, help=option.metadata["help"], **kwargs)
+            continue
+        if typing.get_origin(kind) is list:
+            kwargs.update(action="append", type=_unescape)
+        else:
+            kwargs["type"] = (typing.get_args(kind) or (kind,))[0]  # `int | None` -> int
+        group.add_argument(f"--{name}", help=f"{option.metadata['help']} (default: {default!r})", **kwargs)
+
+
+def generation_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The decoding options set on the command line, by TextGenerationConfig field name."""
+    from tetraformer.training.base.text_generation import TextGenerationConfig
+
+    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(TextGenerationConfig) if hasattr(args, f.name)}
+    if options.get("do_sample") is False:  # --greedy: one beam, whatever beam width the checkpoint decodes with
+        options.setdefault("num_beams", 1)
+    return options
+
+
+def read_prompts(path: Path) -> list[str]:
+    """Prompts from a text file (one per line) or JSONL (a 'prompt' field per line); errors name the line."""
+    from tetraformer.data import DataError
+
+    if not path.is_file():
+        raise DataError("prompt file not found", path)
+    prompts = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        if path.suffix == ".jsonl":
+            try:
+                prompts.append(json.loads(line)["prompt"])
+            except (json.JSONDecodeError, KeyError, TypeError) as err:
+                raise DataError(f"expected a JSON object with a 'prompt' field ({err})", path, number) from err
+        else:
+            prompts.append(line)
+    if not prompts:
+        raise DataError("the file holds no prompts", path)
+    return prompts
+
+
+def tokenizer_command(argv: list[str]) -> None:
+    """`tetraformer tokenizer train --input FILES --type bpe|wordpiece|unigram|char --vocab-size N --output DIR`."""
+    parser = CommandParser(prog="tetraformer tokenizer", description="Tokenizer tools.")
+    sub = parser.add_subparsers(dest="action", required=True)
+    train = sub.add_parser("train", help="train a tokenizer on your text files")
+    train.add_argument("--input", nargs="+", required=True, help="files, directories or globs")
+    train.add_argument("--type", choices=["bpe", "wordpiece", "unigram", "char"], default="bpe")
+    train.add_argument("--vocab-size", type=int, default=8000)
+    train.add_argument("--lowercase", action="store_true")
+    train.add_argument("--output", type=Path, required=True, help="directory for tokenizer.json and HF files")
+    args = parser.parse_args(argv)
+
+    from tetraformer.data import resolve_files, train_tokenizer
+
+    files = [f for spec in args.input for f in resolve_files(spec)]
+    tokenizer = train_tokenizer(files, args.type, args.vocab_size, args.output, lowercase=args.lowercase)
+    log.info(
+        "trained a %s tokenizer with %d tokens on %d files -> %s",
+        args.type,
+        len(tokenizer),
+        len(files),
+        args.output,
+    )
+
+
+def convert_command(argv: list[str]) -> None:
+    """`tetraformer convert from-hf SRC_DIR OUT_CKPT` and `tetraformer convert to-hf CKPT OUT_DIR`."""
+    parser = argparse.ArgumentParser(prog="tetraformer convert", description="Hugging Face checkpoints in and out.")
+    sub = parser.add_subparsers(dest="direction", required=True)
+    from_hf = sub.add_parser("from-hf", help="a Hugging Face model directory -> a Tetraformer checkpoint")
+    from_hf.add_argument("src_dir", type=Path)
+    from_hf.add_argument("out_ckpt", type=Path)
+    from_hf.add_argument(
+        "--task",
+        help="task class path the checkpoint serves (default: the task that declares the architecture)",
+    )
+    from_hf.add_argument(
+        "--tokenizer",
+        type=Path,
+        help="tokenizer directory or tokenizer.json to store (default: SRC_DIR's own)",
+    )
+    to_hf = sub.add_parser("to-hf", help="a Tetraformer checkpoint -> a Hugging Face model directory")
+    to_hf.add_argument("ckpt", type=Path)
+    to_hf.add_argument("out_dir", type=Path)
+    for direction in (from_hf, to_hf):
+        add_trust_flag(direction)
+    args = parser.parse_args(argv)
+
+    from tetraformer.interop import load_hf
+    from tetraformer.interop.convert import export_network, import_checkpoint
+    from tetraformer.interop.files import read_config
+    from tetraformer.payload import PAYLOAD_KEY, read_checkpoint, save_checkpoint
+
+    if args.direction == "from-hf":
+        architecture = (read_config(args.src_dir).get("architectures") or [""])[0]
+        task = args.task or task_for_architecture(architecture)
+        save_checkpoint(import_checkpoint(args.src_dir, task, args.tokenizer), args.out_ckpt)
+        log.info(
+            "%s (%s) -> %s (task: %s)",
+            args.src_dir,
+            architecture,
+            args.out_ckpt,
+            task or "none; use it as --model.init_from",
+        )
+    else:
+        from tetraformer.training.checkpointing.loading import load_network
+
+        net, tokenizer = load_network(args.ckpt)
+        vocabulary = read_checkpoint(args.ckpt)[PAYLOAD_KEY]["task"].get("labels") or {}  # a LabelVocabulary state
+        out = export_network(
+            net, tokenizer, args.out_dir, vocabulary.get("labels"), vocabulary.get("multi_label", False)
+        )
+        log.info("%s -> %s (%s)", args.ckpt, out, load_hf(out).architecture)
+
+
+def task_for_architecture(architecture: str) -> str | None:
+    """Class path of the task that declares it serves a Hugging Face architecture (`hf_architectures`).
+
+    Tasks are found through the `tetraformer.tasks` entry-point group, so the platform names none of them.
+    """
+    for entry in entry_points(group=TASK_ENTRY_POINTS):
+        task = entry.load()
+        if architecture in getattr(task, "hf_architectures", ()):
+            return f"{task.__module__}.{task.__qualname__}"
+    return None
+
+
+def attention_command(argv: list[str]) -> None:
+    """`tetraformer attention ...`: attention maps of any checkpoint (tetraformer.cli.attention)."""
+    from tetraformer.cli.attention import draw_attention
+
+    draw_attention(argv)
+
+
+def compare_command(argv: list[str]) -> None:
+    """`tetraformer compare -c COMPARISON.yaml ...`: variants side by side on equal budgets (tetraformer.compare)."""
+    from tetraformer.cli.compare import compare_main
+
+    compare_main(argv)
+
+
+def _unescape(text: str) -> str:
+    """Turn the \\n and \\t a shell passes literally into newline and tab."""
+    return text.replace("\\n", "\n").replace("\\t", "\t")
+
+
+def _write_stdout(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+COMMANDS: dict[str, Callable[[list[str]], None]] = {
+    "generate": generate_command,
+    "tokenizer": tokenizer_command,
+    "convert": convert_command,
+    "attention": attention_command,
+    "compare": compare_command,
+}

@@ -1,0 +1,1 @@
+"""The training layer, by role: base modules, callbacks, checkpointing, distributed, metrics, reports."""

@@ -1,0 +1,1 @@
+"""Base classes every task builds on: TaskModule, TaskDataModule, the labelled mixin, optimizer, compile, generation."""

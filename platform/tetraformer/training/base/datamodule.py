@@ -1,0 +1,150 @@
+"""TaskDataModule: the LightningDataModule base of every task (paths, loaders, the run's tokenizer)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from tetraformer.data.collate import PaddingCollator
+from tetraformer.data.errors import DataError
+from tetraformer.data.splits import train_val_split
+from tetraformer.data.tokenizer import load_tokenizer
+from tetraformer.training.checkpointing.loading import source_tokenizer
+from tetraformer.training.checkpointing.resume import ResumableLoader
+
+log = logging.getLogger(__name__)
+
+
+class TaskDataModule(L.LightningDataModule):
+    """Holds the user's file paths and loader settings; subclasses build the datasets and collators."""
+
+    def __init__(
+        self,
+        train_path: str | None = None,
+        val_path: str | None = None,
+        test_path: str | None = None,
+        predict_path: str | None = None,
+        tokenizer: str | None = None,
+        batch_size: int = 32,
+        num_workers: int = 0,
+        val_fraction: float = 0.1,
+        seed: int = 1234,
+    ) -> None:
+        super().__init__()
+        self.prepare_data_per_node = False  # RUN_DIR is shared by every node (checkpoints too): rank 0 prepares
+        self.train_path, self.val_path, self.test_path, self.predict_path = (
+            train_path,
+            val_path,
+            test_path,
+            predict_path,
+        )
+        self.tokenizer_path, self.batch_size, self.num_workers = tokenizer, batch_size, num_workers
+        self.val_fraction, self.seed = val_fraction, seed
+        self.tokenizer: Any = None
+        self.datasets: dict[str, Dataset] = {}
+
+    def sequence_length(self) -> tuple[str, int] | None:
+        """(option, value) of the longest sequence the data feeds the model, e.g. ("--data.max_length", 256)."""
+        return None
+
+    def tokenizer_dir(self) -> Path:
+        """Where this run's tokenizer lives: the configured one, or one trained into the run directory."""
+        return Path(self.tokenizer_path) if self.tokenizer_path else self.run_dir() / "tokenizer"
+
+    def init_from(self) -> str | None:
+        """The module's `init_from` source: its tokenizer is the one the pretrained embedding knows."""
+        module = self.trainer.lightning_module if self.trainer is not None else None
+        return getattr(module, "init_from", None)
+
+    def load_run_tokenizer(self) -> Any:
+        """The configured tokenizer, else the init_from source's, else the one trained into the run directory."""
+        if self.tokenizer_path or not self.init_from():
+            return load_tokenizer(self.tokenizer_dir())
+        tokenizer = source_tokenizer(self.init_from())
+        if tokenizer is None:
+            raise DataError(f"{self.init_from()} stores no tokenizer: set --data.tokenizer")
+        return tokenizer
+
+    def run_dir(self) -> Path:
+        """The run's output directory (the Trainer's default_root_dir)."""
+        return Path(self.trainer.default_root_dir if self.trainer is not None else ".")
+
+    def require(self, stage: str) -> str:
+        """The path for a stage, or a clear error saying which flag sets it."""
+        path = {"train": self.train_path, "test": self.test_path, "predict": self.predict_path}[stage]
+        if not path:
+            raise ValueError(f"no {stage} data: set --data.{stage}_path to a file, a directory or a glob")
+        return path
+
+    def read_splits(self, stage: str, store: MutableMapping[str, Any], read: Callable[[str, bool], Any]) -> None:
+        """Fill `store` with what `stage` needs, once: `read(path, predict)` gives a split's items.
+
+        fit: train, and val from `val_path` or a seeded `val_fraction` held out of train; validate: val (else
+        train); test and predict: their paths (read again on each call, as the path may have changed).
+        """
+        if stage == "fit" and "train" not in store:
+            train = read(self.require("train"), False)
+            val = read(self.val_path, False) if self.val_path else None
+            if val is None:
+                train, val = train_val_split(train, self.val_fraction, self.seed)
+            store["train"], store["val"] = train, val
+        if stage == "validate" and "val" not in store:
+            store["val"] = read(self.val_path or self.require("train"), False)
+        if stage in ("test", "predict"):
+            store[stage] = read(self.require(stage), stage == "predict")
+
+    def loader(self, split: str, shuffle: bool = False) -> DataLoader:
+        """A DataLoader over a built split with the subclass's collator (resumable and shuffled when `shuffle`)."""
+        return self.make_loader(self.datasets[split], train=shuffle, collate_fn=self.collate)
+
+    def make_loader(
+        self,
+        dataset: Any,
+        train: bool,
+        collate_fn: Callable[[Any], Any],
+        batch_sampler: Sampler[list[int]] | None = None,
+        drop_last: bool = False,
+    ) -> DataLoader:
+        """The one way tasks build loaders: training ones shuffle per epoch from `seed` and resume mid-epoch
+        (ResumableLoader); others go in order. Neither draws from the global RNG, so validating never shifts
+        what training draws."""
+        options: dict[str, Any] = {
+            "num_workers": self.num_workers,
+            "persistent_workers": self.num_workers > 0,
+            "collate_fn": collate_fn,
+        }
+        if batch_sampler is None:
+            options |= {"batch_size": self.batch_size, "drop_last": drop_last}
+        else:
+            options["batch_sampler"] = batch_sampler
+        if train:
+            shards = (self.trainer.distributed_sampler_kwargs if self.trainer else None) or {}  # data-parallel ranks
+            return ResumableLoader(dataset, shuffle=batch_sampler is None, seed=self.seed, **shards, **options)
+        return DataLoader(dataset, generator=torch.Generator().manual_seed(self.seed), **options)
+
+    def collate(self, rows: list[Any]) -> Any:
+        """Pad rows of token sequences with the tokenizer's pad id (PaddingCollator); tasks may override."""
+        pad_id = getattr(self.tokenizer, "pad_token_id", None)
+        return PaddingCollator(pad_id if pad_id is not None else 0)(rows)
+
+    def train_dataloader(self) -> DataLoader:
+        """Shuffled training batches."""
+        return self.loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        """Validation batches."""
+        return self.loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        """Test batches."""
+        return self.loader("test")
+
+    def predict_dataloader(self) -> DataLoader:
+        """Prediction batches."""
+        return self.loader("predict")

@@ -1,0 +1,353 @@
+"""TaskModule: the LightningModule base of every task (optimizer, schedule, metrics, reports, checkpoints)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.plugins.precision import MixedPrecision, Precision
+from lightning.pytorch.utilities import GradClipAlgorithmType
+from torch import Tensor, nn
+from torch.optim import Optimizer
+from torchmetrics import Metric
+
+from tetraformer.core.accounting import TokenCost, token_cost
+from tetraformer.core.config import TransformerConfig
+from tetraformer.errors import TetraformerError
+from tetraformer.payload import PAYLOAD_KEY, make_payload, plain, tokenizer_from_state
+from tetraformer.training.base.compile import compile_blocks
+from tetraformer.training.base.optim import OptimizerConfig, build_optimizer
+from tetraformer.training.callbacks.throughput import batch_rows
+from tetraformer.training.checkpointing.loading import load_weights, starting_point
+from tetraformer.training.metrics.stages import REPORT_STAGES, confusion_metric, stage_copies
+from tetraformer.training.reports.loggers import wandb_logger
+from tetraformer.training.reports.tables import write_reports
+
+log = logging.getLogger(__name__)
+FINE_TUNING_FIELDS = (
+    "dropout",
+    "attn_dropout",
+    "ffn_dropout",
+    "attention",
+    "activation_checkpointing",
+)  # taken from `arch` with init_from
+
+
+class TaskModule(L.LightningModule):
+    """Owns one network built from a TransformerConfig; subclasses define the network and the loss.
+
+    With `compile` every core Block of the network runs through `torch.compile` (compiled in place, so the
+    checkpoint's weight names stay those of the eager network); generation's cached decoding stays eager.
+    With `init_from` (a Tetraformer checkpoint or a Hugging Face model directory) the architecture and
+    weights come from that source; only the FINE_TUNING_FIELDS of `arch` apply.
+    The network is built in `configure_model`, once the datamodule knows the vocabulary, or in
+    `on_load_checkpoint` from the config stored in the checkpoint, so a checkpoint is all `predict` needs.
+    Metrics are torchmetrics objects from `make_metrics`, one copy per stage, fed with the `preds` and
+    `targets` that `compute` returns: per step in training, over the whole epoch in validation and test.
+    Tasks that name their labels (`label_names`) get per-class reports in RUN_DIR/reports at each epoch end.
+    """
+
+    # Hugging Face architectures this task serves: `convert from-hf` stores it as their checkpoints' task
+    hf_architectures: tuple[str, ...] = ()
+    token_unit = "tokens"  # what `batch_tokens` counts, as the run's throughput summary names it
+
+    def __init__(
+        self,
+        arch: TransformerConfig | None = None,
+        optim: OptimizerConfig | None = None,
+        init_from: str | None = None,
+        label_smoothing: float = 0.0,
+        compile: bool = False,  # noqa: A002  (the user-facing option is --model.compile)
+    ) -> None:
+        super().__init__()
+        self.arch = arch or TransformerConfig()
+        self.optim = optim or OptimizerConfig()
+        self.init_from, self.label_smoothing = init_from, label_smoothing
+        self.compile_network = compile  # not `self.compile`: that is nn.Module's method
+        self.net: nn.Module | None = None
+        self.tokenizer: Any = None
+        self.train_metrics: nn.ModuleDict | None = None  # built when a stage starts, once labels are known
+        self.val_metrics: nn.ModuleDict | None = None
+        self.test_metrics: nn.ModuleDict | None = None
+        self.confusion: nn.ModuleDict | None = None  # per report stage, for tasks that name their labels
+
+    # --- what a task defines -----------------------------------------------------------------------
+    def make_network(self, cfg: TransformerConfig) -> nn.Module:
+        """Build the task's nn.Module from a complete config."""
+        raise NotImplementedError
+
+    def network_config(self, datamodule: Any) -> TransformerConfig:
+        """The architecture completed with what the data decides (vocabulary size, number of labels)."""
+        return self.arch
+
+    def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
+        """Forward a batch; return at least {"loss": ...}; other scalars are logged under the stage.
+
+        "preds" and "targets", where the task has them, update the stage's metrics and confusion matrix
+        instead of being logged (class ids or (N, C) scores, and class ids with -100 for ignored positions).
+        """
+        raise NotImplementedError
+
+    def make_metrics(self) -> dict[str, Metric]:
+        """The task's metrics by name, each updated with (preds, targets); copied per stage."""
+        return {}
+
+    def label_names(self) -> list[str] | None:
+        """Names of the classes that preds and targets index, for per-class reports; None means no reports."""
+        return None
+
+    def batch_tokens(self, batch: dict[str, Tensor]) -> int:
+        """Number of input tokens (or patches) in a batch, for throughput."""
+        return 0
+
+    def flop_costs(self, net: nn.Module) -> dict[str, TokenCost]:
+        """Per-token training costs of the network's parts (counted once, on a meta-device twin): all of it."""
+        return {"tokens": token_cost(net)}
+
+    def batch_flops(self, batch: dict[str, Tensor], costs: dict[str, TokenCost]) -> float:
+        """Training FLOPs of a batch: its `batch_tokens` through the whole network, attending over their mean
+        row length (padding is not useful work). Tasks whose parts see different tokens override this."""
+        tokens = self.batch_tokens(batch)
+        return costs["tokens"].flops(tokens, tokens / batch_rows(batch))
+
+    def task_state(self) -> dict[str, Any]:
+        """Task settings a checkpoint must carry; plain data only.
+
+        A classifier keeps its LabelVocabulary state under "labels": `convert to-hf` names the outputs from it.
+        """
+        return {}
+
+    def load_task_state(self, state: dict[str, Any]) -> None:
+        """Restore what `task_state` saved."""
+
+    # --- network lifecycle -------------------------------------------------------------------------
+    def configure_model(self) -> None:
+        """Build the network from the datamodule's tokenizer, load starting weights if asked, compile if asked."""
+        if self.net is not None or self._trainer is None:
+            return  # already built, or loading a checkpoint outside a Trainer: on_load_checkpoint builds it
+        datamodule = self.trainer.datamodule
+        self.tokenizer = getattr(datamodule, "tokenizer", None)
+        if self.init_from:
+            self.net = self._pretrained_network(datamodule)
+        else:
+            self.net = self.make_network(self.network_config(datamodule))
+        if self.compile_network:
+            compile_blocks(self.net)
+
+    def _pretrained_network(self, datamodule: Any) -> nn.Module:
+        """The network of `init_from`, fitted to the data, with its weights loaded."""
+        cfg, state = starting_point(self.init_from)
+        cfg = cfg.replace(**{k: getattr(self.arch, k) for k in FINE_TUNING_FIELDS})
+        cfg, state = self.adapt_pretrained(cfg, state, datamodule)
+        self._check_vocabulary(cfg)
+        self._check_positions(cfg, datamodule)
+        net = self.make_network(cfg)
+        load_weights(net, state, self.init_from)
+        log.info("initialised %s from %s", type(net).__name__, self.init_from)
+        return net
+
+    def adapt_pretrained(
+        self, cfg: TransformerConfig, state: dict[str, Tensor], datamodule: Any
+    ) -> tuple[TransformerConfig, dict[str, Tensor]]:
+        """The init_from source's config and weights fitted to this task's data (as they are by default)."""
+        return cfg, state
+
+    def _check_vocabulary(self, cfg: TransformerConfig) -> None:
+        """The data's tokenizer must not produce ids the pretrained embedding lacks."""
+        if self.tokenizer is not None and cfg.vocab_size and len(self.tokenizer) > cfg.vocab_size:
+            raise ValueError(
+                f"{self.init_from} embeds {cfg.vocab_size} tokens but the data's tokenizer has {len(self.tokenizer)}: "
+                "set --data.tokenizer to the pretrained model's tokenizer"
+            )
+
+    def _check_positions(self, cfg: TransformerConfig, datamodule: Any) -> None:
+        """The data's sequences must fit the pretrained model's position table."""
+        option = datamodule.sequence_length() if hasattr(datamodule, "sequence_length") else None
+        if option is not None and cfg.absolute_positions and option[1] > cfg.max_len:
+            raise TetraformerError(
+                f"{option[0]} {option[1]} is longer than {self.init_from} handles (max_len {cfg.max_len}): "
+                f"set {option[0]} to at most {cfg.max_len}"
+            )
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Store config, tokenizer and task settings; make hyper-parameters plain data."""
+        checkpoint[PAYLOAD_KEY] = make_payload(
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            self.net.cfg,
+            self.tokenizer,
+            self.task_state(),
+            wandb_run_id=next((lg.version for lg in self.loggers if isinstance(lg, WandbLogger)), None),
+        )
+        if "hyper_parameters" in checkpoint:
+            checkpoint["hyper_parameters"] = plain(dict(checkpoint["hyper_parameters"]))
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Rebuild the network and tokenizer from the payload when no datamodule built them."""
+        payload = checkpoint[PAYLOAD_KEY]
+        self.load_task_state(payload["task"])
+        if self.net is None:
+            self.tokenizer = tokenizer_from_state(payload["tokenizer"])
+            self.net = self.make_network(TransformerConfig.from_dict(payload["model_config"]))
+
+    # --- optimisation and logging ------------------------------------------------------------------
+    def configure_optimizers(self) -> dict[str, Any]:
+        """AdamW (no decay on norms, biases, embeddings) with a per-step schedule."""
+        total = int(self.trainer.estimated_stepping_batches) if self._trainer is not None else 1
+        settings = self.optim
+        if settings.fused is None and self._scaled_clipping():
+            settings = dataclasses.replace(settings, fused=False)  # a fused step unscales inside: nothing to clip
+        optimizer, scheduler = build_optimizer(self.net, settings, total, self.net.cfg.d_model)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def _scaled_clipping(self) -> bool:
+        """Whether gradients are clipped under a gradient scaler (16-mixed)."""
+        trainer = self._trainer
+        plugin = trainer.precision_plugin if trainer is not None else None
+        return bool(trainer and trainer.gradient_clip_val) and getattr(plugin, "scaler", None) is not None
+
+    def configure_gradient_clipping(
+        self, optimizer: Optimizer, gradient_clip_val: float | None = None, gradient_clip_algorithm: str | None = None
+    ) -> None:
+        """Clip as Lightning does, except that a fused optimizer is clipped under bf16-mixed: Lightning refuses it
+        under every mixed precision, but without a gradient scaler there is nothing left to unscale."""
+        plugin = self.trainer.precision_plugin
+        if gradient_clip_val and isinstance(plugin, MixedPrecision) and plugin.scaler is None:
+            algorithm = GradClipAlgorithmType(gradient_clip_algorithm or "norm")
+            Precision.clip_gradients(plugin, optimizer, gradient_clip_val, algorithm)  # the base class: no refusal
+            return
+        super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        """One optimisation step's loss."""
+        return self._step(batch, "train")
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        """Validation loss and metrics."""
+        return self._step(batch, "val")
+
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        """Test loss and metrics."""
+        return self._step(batch, "test")
+
+    def _step(self, batch: dict[str, Tensor], stage: str) -> Tensor:
+        """Compute, then log scalars and metrics as `stage/name` (per step in training, else per epoch)."""
+        out = self.compute(batch, stage)
+        preds, targets = out.pop("preds", None), out.pop("targets", None)
+        on_step = stage == "train"
+        if on_step and not self._train_values_read():  # Lightning's self.log costs 1-5 ms a call on CPU
+            return out["loss"]
+        batch_size = batch_rows(batch)
+        for name, value in out.items():
+            self.log(
+                f"{stage}/{name}",
+                value,
+                on_step=on_step,
+                on_epoch=not on_step,
+                prog_bar=name == "loss",
+                batch_size=batch_size,
+                sync_dist=not on_step,
+            )
+        if preds is not None:
+            self._update_metrics(stage, preds, targets, batch_size)
+        return out["loss"]
+
+    def on_fit_start(self) -> None:
+        """Build the metrics (subclasses overriding this hook call super)."""
+        self._build_metrics()
+
+    def on_validation_start(self) -> None:
+        """Build the metrics when validating alone."""
+        self._build_metrics()
+
+    def on_test_start(self) -> None:
+        """Build the metrics when testing alone."""
+        self._build_metrics()
+
+    def _build_metrics(self) -> None:
+        """Once: per-stage copies of the task's metrics, and confusion matrices when labels are named.
+
+        Built when a stage starts, after any checkpoint restore, so the label vocabulary is known wherever it
+        comes from; they are moved to the module's device here (Lightning has placed the module already).
+        """
+        if self.val_metrics is not None:
+            return
+        for stage, metrics in stage_copies(self.make_metrics()).items():
+            setattr(self, f"{stage}_metrics", metrics.to(self.device))
+        names = self.label_names()
+        if names:
+            confusion = {stage: confusion_metric(len(names)) for stage in REPORT_STAGES}
+            self.confusion = nn.ModuleDict(confusion).to(self.device)
+
+    def _update_metrics(self, stage: str, preds: Tensor, targets: Tensor, batch_size: int) -> None:
+        """Feed the stage's metrics and log the objects: Lightning computes and resets them at epoch end."""
+        on_step = stage == "train"
+        for name, metric in (getattr(self, f"{stage}_metrics") or {}).items():
+            if on_step:
+                metric(preds, targets)  # forward: the step's own value, logged like train/loss
+            else:
+                metric.update(preds, targets)
+            self.log(
+                f"{stage}/{name}",
+                metric,
+                on_step=on_step,
+                on_epoch=not on_step,
+                batch_size=batch_size,
+                metric_attribute=f"{stage}_metrics.{name}",
+            )
+        if self.confusion is not None and stage in self.confusion:
+            self.confusion[stage].update(preds, targets)
+
+    def _train_values_read(self) -> bool:
+        """Whether anything reads this training step's logged values: the rows Lightning writes (every
+        log_every_n_steps, and the step budget's last), a progress bar, or callbacks at the epoch's end.
+
+        A step's values are its own batch's (loss, and metrics by their forward), so skipping the others leaves
+        metrics.csv and W&B as they were; a monitor of train/* at a mid-epoch validation sees the last written step.
+        """
+        trainer = self._trainer
+        if trainer is None or trainer.progress_bar_callback is not None:
+            return True
+        epoch_loop = trainer.fit_loop.epoch_loop
+        return (
+            trainer._logger_connector.should_update_logs
+            or 0 < trainer.max_steps <= trainer.global_step + 1
+            or epoch_loop.batch_progress.is_last_batch
+        )
+
+    def on_validation_epoch_end(self) -> None:
+        """Per-class reports of the validation epoch."""
+        self._report("val")
+
+    def on_test_epoch_end(self) -> None:
+        """Per-class reports of the test epoch."""
+        self._report("test")
+
+    def _report(self, stage: str) -> None:
+        """Compute the epoch's confusion matrix on every rank; rank zero writes the reports."""
+        if self.confusion is None or stage not in self.confusion or self.confusion[stage].update_count == 0:
+            return
+        matrix = self.confusion[stage].compute()  # (C, C), summed over processes
+        self.confusion[stage].reset()
+        if self.trainer.sanity_checking or not self.trainer.is_global_zero:
+            return
+        write_reports(
+            self.trainer.default_root_dir,
+            stage,
+            matrix.cpu().numpy(),
+            self.label_names(),
+            wandb_logger(self.loggers),
+            self.global_step,
+        )
+
+    def cross_entropy(self, logits: Tensor, targets: Tensor, ignore_index: int = -100) -> Tensor:
+        """Token- or sequence-level cross-entropy with the module's label smoothing."""
+        smoothing = self.label_smoothing if self.training else 0.0
+        return nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]).float(),
+            targets.reshape(-1),
+            ignore_index=ignore_index,
+            label_smoothing=smoothing,
+        )

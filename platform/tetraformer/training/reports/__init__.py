@@ -1,0 +1,1 @@
+"""What a run writes: loggers (W&B, CSV), report tables, confusion matrices and attention pictures (matplotlib Agg)."""

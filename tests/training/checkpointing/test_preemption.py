@@ -1,0 +1,181 @@
+"""Preemption: SIGTERM / SIGUSR1 save last.ckpt at the next step boundary, exit 0 on every rank, and resume exactly."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from lightning.fabric.plugins.environments import LightningEnvironment, SLURMEnvironment
+
+from tests.training.resume_runs import (
+    PACED,
+    STEPS,
+    checkpoint,
+    fit,
+    same_weights,
+    start,
+    start_ranks,
+    wait_for_step,
+    write_config,
+)
+from tetraformer.training.checkpointing.preemption import (
+    requeue_slurm_job,
+    resume_command,
+    slurm_job_id,
+    with_slurm_environment,
+)
+
+BATCHES_PER_EPOCH = 6  # the fixture run's 41 training blocks in batches of 8
+
+
+def fake_scontrol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exit_code: int = 0) -> Path:
+    """Put an `scontrol` on PATH that records its arguments (and exits with `exit_code`); the record file."""
+    record, bin_dir = tmp_path / "scontrol.args", tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "scontrol"
+    script.write_text(f'#!/bin/sh\necho "$@" >> {record}\necho "scontrol says no" >&2\nexit {exit_code}\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return record
+
+
+def validated_steps(run: Path) -> list[int]:
+    """The steps the first fit of a run validated at (metrics rows sit at global_step - 1)."""
+    with (run / "logs" / "version_0" / "metrics.csv").open() as f:
+        return [int(row["step"]) + 1 for row in csv.DictReader(f) if row.get("val/loss")]
+
+
+def data_position_matches(ckpt: dict, per_epoch: int = BATCHES_PER_EPOCH) -> bool:
+    """Whether the saved loader position is exactly the saved step's (no half-done step)."""
+    (position,) = ckpt["loops"]["fit_loop"]["state_dict"]["combined_loader"]
+    return position["epoch"] * per_epoch + position["batches"] == ckpt["global_step"]
+
+
+@pytest.mark.parametrize(
+    ("signum", "step", "validating", "validated"),
+    [(signal.SIGTERM, 7, False, [5]), (signal.SIGUSR1, 7, False, [5]), (signal.SIGTERM, 10, True, [5, 10])],
+    ids=["SIGTERM-in-a-step", "SIGUSR1-in-a-step", "SIGTERM-in-a-validation"],
+)
+def test_signal_stops_at_the_boundary_with_last_saved_and_resumes_exactly(
+    signum: int,
+    step: int,
+    validating: bool,
+    validated: list[int],
+    uninterrupted: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A signal during step 7 (or the validation at step 10), under SLURM: fit returns normally right after it
+    with last.ckpt of that step and no further validation or step, logs how to resume, requeues the job only
+    for SIGUSR1, gives the signal back; the resumed run ends with the uninterrupted weights."""
+    caplog.set_level(logging.INFO)
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    requeued = fake_scontrol(tmp_path, monkeypatch)
+    handler = signal.getsignal(signum)
+    sender = {"step": step, "signum": int(signum), "validating": validating}
+    callbacks = [{"class_path": "tests.training.resume_runs.SignalAt", "init_args": sender}]
+    config = write_config(tmp_path, tmp_path / "run", callbacks=callbacks)
+    fit(config)
+    ckpt = checkpoint(tmp_path / "run")
+    assert ckpt["global_step"] == step and data_position_matches(ckpt)
+    assert validated_steps(tmp_path / "run") == validated
+    resume = f"tetraformer fit -c {config} --ckpt_path last"
+    assert (
+        f"{signal.Signals(signum).name}: stopped at step {step} with last.ckpt saved; resume with: {resume}"
+        in caplog.text
+    )
+    assert signal.getsignal(signum) == handler  # fit gave the signal back
+    requeues = requeued.read_text().splitlines() if requeued.exists() else []
+    assert requeues == (["requeue 4242"] if signum == signal.SIGUSR1 else [])
+    fit(config, "--ckpt_path", "last")
+    assert same_weights(tmp_path / "run", uninterrupted)
+
+
+def test_sigterm_to_a_fit_process_exits_0_and_resumes_exactly(uninterrupted: Path, tmp_path: Path) -> None:
+    """SIGTERM to `python -m tetraformer.cli fit` mid-run: exit 0, last.ckpt at a step boundary, a resume line;
+    `fit --ckpt_path last` then ends with the uninterrupted weights."""
+    run = tmp_path / "run"
+    config = write_config(tmp_path, run, **PACED)
+    log = tmp_path / "fit.log"
+    process = start(config, log=log)
+    try:
+        wait_for_step(run, 5, process)  # the validation at step 5 wrote last.ckpt
+        time.sleep(random.uniform(0, 0.5))
+        process.send_signal(signal.SIGTERM)
+    finally:
+        process.wait(timeout=120)
+    assert process.returncode == 0, log.read_text()[-3000:]
+    ckpt = checkpoint(run)
+    assert 5 <= ckpt["global_step"] < STEPS and data_position_matches(ckpt)
+    assert f"SIGTERM: stopped at step {ckpt['global_step']} with last.ckpt saved" in log.read_text()
+    fit(config, "--ckpt_path", "last")
+    assert same_weights(run, uninterrupted), f"stopped at step {ckpt['global_step']}"
+
+
+@pytest.mark.distributed
+def test_sigterm_to_one_ddp_rank_stops_both_and_resumes_exactly(tmp_path: Path) -> None:
+    """Two gloo ranks: SIGTERM to rank 1 only stops both at the same step, both exit 0; resumed, the run ends
+    with the weights of an uninterrupted two-rank run (per-rank RNG states, per-rank batches)."""
+    ddp = {"strategy": "ddp", "devices": 2}
+    reference = tmp_path / "reference"
+    ranks = start_ranks(write_config(tmp_path, reference, **ddp), logs=tmp_path)
+    assert [rank.wait(timeout=600) for rank in ranks] == [0, 0]
+    run = tmp_path / "run"
+    config = write_config(tmp_path, run, **ddp, **PACED)
+    ranks = start_ranks(config, logs=tmp_path)
+    try:
+        wait_for_step(run, 5, ranks[0])
+        ranks[1].send_signal(signal.SIGTERM)
+    finally:
+        codes = [rank.wait(timeout=300) for rank in ranks]
+    assert codes == [0, 0], (tmp_path / "rank0.log").read_text()[-3000:]
+    ckpt = checkpoint(run)
+    assert ckpt["global_step"] < STEPS and data_position_matches(ckpt, per_epoch=BATCHES_PER_EPOCH // 2)
+    assert len(ckpt["rng_states"]) == 2
+    assert f"SIGTERM: stopped at step {ckpt['global_step']}" in (tmp_path / "rank0.log").read_text()
+    ranks = start_ranks(config, "--ckpt_path", "last", logs=tmp_path)
+    assert [rank.wait(timeout=600) for rank in ranks] == [0, 0]
+    assert same_weights(run, reference)
+
+
+def test_resume_command_asks_for_last() -> None:
+    """The logged command is this one with `--ckpt_path last` in place of any --ckpt_path."""
+    argv = ["fit", "-c", "my run.yaml", "--ckpt_path", "x.ckpt", "--ckpt_path=y", "--trainer.max_steps", "9"]
+    assert resume_command(argv) == "tetraformer fit -c 'my run.yaml' --trainer.max_steps 9 --ckpt_path last"
+
+
+def test_requeue_failures_are_logged_not_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An array task is requeued as JOB_TASK; a failing or missing scontrol is an error line, not an exception."""
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "70")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
+    assert slurm_job_id() == "70_3"
+    fake_scontrol(tmp_path, monkeypatch, exit_code=1)
+    assert requeue_slurm_job() is False
+    assert "scontrol requeue 70_3 failed (exit 1): scontrol says no" in caplog.text
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert requeue_slurm_job() is False
+    assert "could not requeue SLURM job 70_3" in caplog.text
+
+
+def test_under_slurm_lightning_does_not_requeue(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under srun the trainer gets a SLURMEnvironment without auto-requeue; a configured environment is kept."""
+    for name in ("SLURM_NTASKS", "SLURM_JOB_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    assert with_slurm_environment([]) == []
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    monkeypatch.setenv("SLURM_NTASKS_PER_NODE", "2")
+    monkeypatch.setenv("SLURM_JOB_NAME", "train")
+    (environment,) = with_slurm_environment([])
+    assert isinstance(environment, SLURMEnvironment) and environment.auto_requeue is False
+    own = LightningEnvironment()
+    assert with_slurm_environment([own]) == [own]

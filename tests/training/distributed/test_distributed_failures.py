@@ -1,0 +1,60 @@
+"""A failing rank ends the whole two-process job quickly: dead ranks either way round, and a stalled rank."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import lightning as L
+import pytest
+
+from tests.training.rank_faults import alive, ddp_fit, lm_config, with_fault
+from tetraformer.training.distributed.failures import apply_collective_timeout, spawns_ranks
+
+
+def job_pids(tmp_path: Path) -> list[int]:
+    """The pids both ranks wrote when training started."""
+    return [int((tmp_path / "pids" / f"rank{rank}").read_text()) for rank in (0, 1)]
+
+
+def seconds_since_failure(tmp_path: Path) -> float:
+    """Seconds from the failure RankFault caused to now."""
+    return time.time() - float((tmp_path / "pids" / "failed_at").read_text())
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize(("rank", "fault"), [(1, "exit"), (0, "kill")])
+def test_a_dead_rank_ends_the_job(tmp_path: Path, rank: int, fault: str) -> None:
+    """Rank 1 exiting or rank 0 (the launcher) SIGKILLed mid-training: both processes end, non-zero, within 60 s."""
+    done, _ = ddp_fit(tmp_path, with_fault(lm_config(tmp_path), tmp_path, step=3, rank=rank, fault=fault))
+    assert done.returncode != 0 and seconds_since_failure(tmp_path) < 60, done.stderr[-2000:]
+    assert not any(alive(pid) for pid in job_pids(tmp_path))
+
+
+@pytest.mark.distributed
+def test_a_stalled_rank_ends_the_job_after_the_collective_timeout(tmp_path: Path) -> None:
+    """Rank 1 hangs: rank 0 gives up after --run.collective_timeout_s, and rank 1 then ends because rank 0 is gone."""
+    config = with_fault(lm_config(tmp_path), tmp_path, step=3, rank=1, fault="hang")
+    done, _ = ddp_fit(tmp_path, config, "--run.collective_timeout_s", "20")
+    assert done.returncode != 0 and "Timed out waiting 20000ms" in done.stderr, done.stderr[-2000:]
+    assert "local rank 1: rank 0" in done.stderr and "is gone; ending this rank too" in done.stderr
+    assert seconds_since_failure(tmp_path) < 60 and not any(alive(pid) for pid in job_pids(tmp_path))
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "auto", "ddp_find_unused_parameters_true"])
+def test_collective_timeout_reaches_the_resolved_strategy(strategy: str) -> None:
+    """`ddp` given as a string (or picked by `auto` on two devices) gets the configured process-group timeout."""
+    trainer = L.Trainer(accelerator="cpu", devices=2, strategy=strategy, logger=False)
+    apply_collective_timeout(trainer.strategy, 42)
+    assert trainer.strategy._timeout == timedelta(seconds=42) and spawns_ranks(trainer)
+
+
+def test_a_timeout_the_strategy_config_sets_is_kept() -> None:
+    """A strategy configured with its own timeout keeps it; a single-device run has none to set."""
+    trainer = L.Trainer(accelerator="cpu", devices=2, strategy=L.pytorch.strategies.DDPStrategy(timeout=timedelta(7)))
+    apply_collective_timeout(trainer.strategy, 42)
+    assert trainer.strategy._timeout == timedelta(7)
+    single = L.Trainer(accelerator="cpu", devices=1, logger=False)
+    apply_collective_timeout(single.strategy, 42)
+    assert not hasattr(single.strategy, "_timeout") and not spawns_ranks(single)
