@@ -133,7 +133,7 @@ def run_lightning(argv: list[str]) -> None:
     """Run a LightningCLI subcommand (it parses sys.argv, so the rewritten arguments go there)."""
     if argv and argv[0] == "fit" and Path(flag_value(argv, "--ckpt_path") or "").is_file():
         read_checkpoint(flag_value(argv, "--ckpt_path"))  # before LightningCLI's own torch.load of it
-    sys.argv = [sys.argv[0], *evaluation_args(argv)]
+    sys.argv = ["tetraformer", *evaluation_args(argv)]  # the prog in usage lines, however launched
     quiet = {"exit_on_error": False}  # parse errors come back as exceptions, told in one line by main
     try:
         cli = TetraformerCLI(
