@@ -84,6 +84,7 @@ class RunCheckpoint(ModelCheckpoint):
 
     def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
         """Save last.ckpt when training ended after the last save (end of the last epoch, early stop)."""
+        # ModelCheckpoint keeps the step of its last save only in this private attribute: no public API has it
         if trainer.global_step > max(self._last_global_step_saved, self._final_step):
             self._save_final(trainer)
 
@@ -168,11 +169,20 @@ class JsonlPredictionWriter(BasePredictionWriter):
 
 
 def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = True) -> list[Callback]:
-    """Callbacks of a run.
+    """Callbacks of a run, in the order their hooks run; the one place that order is stated.
 
-    When training: the non-finite guard, validation at the last step, best + last checkpoints (also periodic
-    ones, on preemption, with the RNG states). Always: LR monitor, throughput, time budget; and as configured:
-    token budget, samples, early stopping, progress bar.
+    The trainer's callbacks, as `tetraformer` runs them:
+     1. those the config's `trainer.callbacks` lists;
+     2. when training: NonFiniteGuard, FinalValidation (sets should_stop on the last step, before anything saves),
+        Preemption, PeriodicCheckpoint (RunCheckpoint is built here too but runs last, see 8);
+     3. always: LearningRateMonitor, Throughput (counts the run's tokens), TimeBudget;
+     4. as configured: TokenBudget (reads Throughput's count, so after it), SamplesTable, EarlyStopping,
+        RichProgressBar (on a terminal);
+     5. when training: RandomState (after what the others draw at train start, such as the peak probe);
+     6. `predict`: JsonlPredictionWriter (added by cli/app.py);
+     7. Lightning's own when none is given: ModelSummary, TQDMProgressBar, Timer (`--trainer.max_time`); then the
+        task module's `configure_callbacks` (image classification: AttentionRolloutImages);
+     8. last, as Lightning moves every checkpoint callback to the end: RunCheckpoint (best.ckpt, last.ckpt).
     """
     throughput = Throughput(run.peak_tflops)
     callbacks: list[Callback] = [LearningRateMonitor("step"), throughput, TimeBudget()]
