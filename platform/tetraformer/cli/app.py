@@ -71,7 +71,9 @@ class TetraformerCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Add the `run` section: W&B identity, checkpoint metric, early stopping, predictions file."""
         parser.add_class_arguments(RunConfig, "run")
-        for action in parser._actions:  # jsonargparse reads no help from the dataclass' comments
+        # jsonargparse reads no help from the dataclass' comments, and argparse has no public way to change an
+        # added argument's help: its action list (`_actions`) is where that help lives
+        for action in parser._actions:
             if action.dest == "run.peak_tflops":
                 action.help = PEAK_HELP
         parser.add_argument(
@@ -79,7 +81,7 @@ class TetraformerCLI(LightningCLI):
         )
         parser.add_argument(TRUST_FLAG, type=bool, default=False, help=TRUST_HELP)
 
-    def _parse_ckpt_path(self) -> None:
+    def _parse_ckpt_path(self) -> None:  # LightningCLI has no public hook for its ckpt_path hyper-parameter pass
         """Evaluation stages took the checkpoint's hyper-parameters as defaults already (eval_runs), so what the user
         set stays; Lightning's own pass would lay them over the user's flags. `fit --ckpt_path` keeps Lightning's."""
         if self.config.get("subcommand") not in EVAL_STAGES:
@@ -94,23 +96,27 @@ class TetraformerCLI(LightningCLI):
 
     before_fit = before_validate = before_test = before_predict = _load_weights_only
 
+    def _config_value(self, key: str, default: Any = None) -> Any:
+        """A value of the instantiated config, inside the subcommand's section when there is one."""
+        return self.config_init.get(str(self.subcommand), self.config_init).get(key, default)
+
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """Default loggers and callbacks unless the config sets its own; FSDP by name wraps the core's blocks."""
-        trainer_cfg = self._get(self.config_init, "trainer", default={})
+        trainer_cfg = self._config_value("trainer", default={})
         kwargs["strategy"] = platform_strategy(trainer_cfg.get("strategy", "auto"))
-        run: RunConfig = self._get(self.config_init, "run")
+        run: RunConfig = self._config_value("run")
         root = Path(trainer_cfg.get("default_root_dir") or ".")
         if self.subcommand == "fit":  # `--ckpt_path last` before any last.ckpt: from scratch (a requeued job)
             self.config_init.fit.ckpt_path = resume_path(self.config_init.fit.ckpt_path, root / "checkpoints")
         kwargs["plugins"] = with_slurm_environment(with_atomic_io(trainer_cfg.get("plugins")))
         if trainer_cfg.get("logger") in (None, True):
-            resumed = self._get(self.config_init, "ckpt_path") if self.subcommand == "fit" else None
+            resumed = self._config_value("ckpt_path") if self.subcommand == "fit" else None
             kwargs["logger"] = make_loggers(root, run, resumed_wandb_id(resumed, root))
         callbacks = list(trainer_cfg.get("callbacks") or [])
         if trainer_cfg.get("enable_checkpointing", True) is not False:
             callbacks += default_callbacks(root, run, checkpoints=self.subcommand == "fit")
         if self.subcommand == "predict":
-            output = self._get(self.config_init, "predictions") or root / "predictions.jsonl"
+            output = self._config_value("predictions") or root / "predictions.jsonl"
             callbacks.append(JsonlPredictionWriter(output))
         kwargs["callbacks"] = callbacks
         if trainer_cfg.get("enable_progress_bar") is None and not sys.stdout.isatty():
@@ -163,9 +169,9 @@ def report_outputs(trainer: Trainer) -> None:
     """Say where an evaluation stage wrote its metrics, predictions and W&B run."""
     paths = [Path(lg.log_dir) / "metrics.csv" for lg in trainer.loggers if isinstance(lg, CSVLogger)]
     paths += [cb.output for cb in trainer.callbacks if isinstance(cb, JsonlPredictionWriter)]
-    logger = wandb_logger(trainer.loggers)
-    if logger is not None and logger._experiment is not None:
-        paths.append(Path(logger.experiment.dir).parent)
+    run = started_wandb_run(trainer)
+    if run is not None:
+        paths.append(Path(run.dir).parent)
     for path in paths:
         if path.exists():
             log.info("wrote %s", path)
@@ -173,12 +179,21 @@ def report_outputs(trainer: Trainer) -> None:
 
 def finish_wandb(trainer: Trainer) -> None:
     """Close the run's W&B run so its (offline) files are complete before the command returns."""
-    logger = wandb_logger(trainer.loggers)
-    if logger is not None and logger._experiment is not None:
+    run = started_wandb_run(trainer)
+    if run is not None:
         import wandb
 
-        logger.experiment.finish()
+        run.finish()
         wandb.teardown()  # waits for the W&B service to write everything (offline finish alone may not)
+
+
+def started_wandb_run(trainer: Trainer) -> Any:
+    """The W&B run the trainer's W&B logger started in this process, or None (no logger, not used, other ranks)."""
+    if wandb_logger(trainer.loggers) is None:
+        return None
+    import wandb
+
+    return wandb.run  # what the logger's experiment is once started; asking the logger would start one
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -59,6 +59,16 @@ def test_corpus_scores_equal_sacrebleu_over_uneven_batches(make, expected: float
     assert metric.compute().item() == pytest.approx(expected, abs=1e-4)
 
 
+def test_corpus_bleu_smooths_an_order_without_matches_as_sacrebleu_does() -> None:
+    """No 4-gram matches: sacreBLEU's "exp" smoothing gives a positive score, and so does CorpusBLEU."""
+    hyps, refs = ["a b c d e f", "the cat"], ["a b c x e f", "the cat sat"]
+    expected = sacrebleu.corpus_bleu(hyps, [refs]).score
+    metric = CorpusBLEU()
+    metric.update(hyps, refs)
+    assert expected > 10.0
+    assert metric.compute().item() == pytest.approx(expected, abs=1e-4)
+
+
 def test_corpus_bleu_is_not_a_mean_of_batch_scores() -> None:
     """The fixture tells a corpus score from the mean of per-batch scores, so the test above can fail."""
     per_batch = [

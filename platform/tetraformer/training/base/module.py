@@ -23,7 +23,7 @@ from tetraformer.training.base.optim import OptimizerConfig, build_optimizer
 from tetraformer.training.callbacks.throughput import batch_rows
 from tetraformer.training.checkpointing.loading import load_weights, starting_point
 from tetraformer.training.metrics.stages import REPORT_STAGES, confusion_metric, stage_copies
-from tetraformer.training.reports.loggers import wandb_logger
+from tetraformer.training.reports.loggers import logs_this_step, wandb_logger
 from tetraformer.training.reports.tables import write_reports
 
 log = logging.getLogger(__name__)
@@ -312,7 +312,7 @@ class TaskModule(L.LightningModule):
             return True
         epoch_loop = trainer.fit_loop.epoch_loop
         return (
-            trainer._logger_connector.should_update_logs
+            logs_this_step(trainer)
             or 0 < trainer.max_steps <= trainer.global_step + 1
             or epoch_loop.batch_progress.is_last_batch
         )

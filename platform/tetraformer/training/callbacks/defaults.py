@@ -84,6 +84,7 @@ class RunCheckpoint(ModelCheckpoint):
 
     def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
         """Save last.ckpt when training ended after the last save (end of the last epoch, early stop)."""
+        # ModelCheckpoint keeps the step of its last save only in this private attribute: no public API has it
         if trainer.global_step > max(self._last_global_step_saved, self._final_step):
             self._save_final(trainer)
 
@@ -131,24 +132,19 @@ class FinalValidation(Callback):
 
 
 class TokenBudget(Callback):
-    """Stops training once the run has trained on `max_tokens` tokens (or images): `--run.max_tokens N`."""
+    """Stops training once the run has trained on `max_tokens` tokens (or images): `--run.max_tokens N`.
 
-    def __init__(self, max_tokens: int) -> None:
+    It reads the run's one token count, `Throughput.tokens_seen` (all ranks, kept in checkpoints, so a resumed
+    run stops at the same total): the Throughput callback must come before it.
+    """
+
+    def __init__(self, max_tokens: int, counter: Throughput) -> None:
         self.max_tokens = max_tokens
-        self.tokens_seen = 0
-
-    def state_dict(self) -> dict[str, Any]:
-        """The tokens counted so far, so a resumed run stops at the same total."""
-        return {"tokens_seen": self.tokens_seen}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Continue the count of the run a checkpoint resumes."""
-        self.tokens_seen = state_dict.get("tokens_seen", 0)
+        self.counter = counter
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """Count this batch's tokens over all ranks; stop after the batch that reaches the budget."""
-        self.tokens_seen += pl_module.batch_tokens(batch) * trainer.world_size
-        if self.tokens_seen >= self.max_tokens:
+        """Stop after the batch that reaches the budget (Throughput has counted it)."""
+        if self.counter.tokens_seen >= self.max_tokens:
             trainer.should_stop = True
 
 
@@ -173,13 +169,23 @@ class JsonlPredictionWriter(BasePredictionWriter):
 
 
 def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = True) -> list[Callback]:
-    """Callbacks of a run.
+    """Callbacks of a run, in the order their hooks run; the one place that order is stated.
 
-    When training: the non-finite guard, validation at the last step, best + last checkpoints (also periodic
-    ones, on preemption, with the RNG states). Always: LR monitor, throughput, time budget; and as configured:
-    token budget, samples, early stopping, progress bar.
+    The trainer's callbacks, as `tetraformer` runs them:
+     1. those the config's `trainer.callbacks` lists;
+     2. when training: NonFiniteGuard, FinalValidation (sets should_stop on the last step, before anything saves),
+        Preemption, PeriodicCheckpoint (RunCheckpoint is built here too but runs last, see 8);
+     3. always: LearningRateMonitor, Throughput (counts the run's tokens), TimeBudget;
+     4. as configured: TokenBudget (reads Throughput's count, so after it), SamplesTable, EarlyStopping,
+        RichProgressBar (on a terminal);
+     5. when training: RandomState (after what the others draw at train start, such as the peak probe);
+     6. `predict`: JsonlPredictionWriter (added by cli/app.py);
+     7. Lightning's own when none is given: ModelSummary, TQDMProgressBar, Timer (`--trainer.max_time`); then the
+        task module's `configure_callbacks` (image classification: AttentionRolloutImages);
+     8. last, as Lightning moves every checkpoint callback to the end: RunCheckpoint (best.ckpt, last.ckpt).
     """
-    callbacks: list[Callback] = [LearningRateMonitor("step"), Throughput(run.peak_tflops), TimeBudget()]
+    throughput = Throughput(run.peak_tflops)
+    callbacks: list[Callback] = [LearningRateMonitor("step"), throughput, TimeBudget()]
     if checkpoints:
         callbacks[:0] = [
             NonFiniteGuard(run.on_nonfinite),
@@ -189,7 +195,7 @@ def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = 
             PeriodicCheckpoint(run.save_every_n_steps, run.save_every_minutes),
         ]
     if run.max_tokens is not None:
-        callbacks.append(TokenBudget(run.max_tokens))
+        callbacks.append(TokenBudget(run.max_tokens, throughput))
     if run.samples:
         callbacks.append(SamplesTable())
     if run.early_stopping_patience is not None:

@@ -20,6 +20,7 @@ from torch.nn.utils import get_total_norm
 
 from tetraformer.errors import TetraformerError
 from tetraformer.training.checkpointing.periodic import last_ckpt
+from tetraformer.training.reports.loggers import logs_this_step
 
 log = logging.getLogger(__name__)
 NonFiniteMode = Literal["stop", "skip"]
@@ -81,7 +82,7 @@ class NonFiniteGuard(Callback):
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         """Log the count of skipped batches on the rows Lightning writes (skip mode only)."""
-        if self.mode == "skip" and trainer._logger_connector.should_update_logs:
+        if self.mode == "skip" and logs_this_step(trainer):
             pl_module.log("train/nonfinite_skipped", float(self.skipped), on_step=True, on_epoch=False)
 
 

@@ -12,7 +12,7 @@ from lightning.pytorch.callbacks import Callback
 
 from tetraformer.core.accounting import TokenCost
 from tetraformer.training.callbacks.peak import measured_peak_tflops, precision_dtype
-from tetraformer.training.reports.loggers import wandb_logger
+from tetraformer.training.reports.loggers import logs_this_step, wandb_logger
 
 log = logging.getLogger(__name__)
 PeakTflops = float | Literal["auto"] | None
@@ -85,7 +85,7 @@ class Throughput(Callback):
         self.tokens_seen += tokens
         flops = pl_module.batch_flops(batch, self.costs) * trainer.world_size
         self.interval.add(tokens, batch_rows(batch) * trainer.world_size, flops)
-        if trainer._logger_connector.should_update_logs:
+        if logs_this_step(trainer):
             self._log_interval(trainer, pl_module)
 
     def _log_interval(self, trainer: L.Trainer, pl_module: Any) -> None:

@@ -19,7 +19,15 @@ log = logging.getLogger(__name__)
 
 class PeriodicCheckpoint(Callback):
     """Writes the run's last.ckpt after every `every_n_steps`-th optimizer step and/or once `every_minutes` have
-    passed since last.ckpt was written (by this callback or a validation), always at a step boundary."""
+    passed since last.ckpt was written (by this callback or a validation), always at a step boundary.
+
+    Home-made because Lightning's `ModelCheckpoint(every_n_train_steps=..., train_time_interval=..., save_last=True)`
+    breaks two promises of `--run.save_every_minutes`: its clock restarts only at its own timed saves, not at a
+    validation's write of last.ckpt (README: "once M minutes passed since the last write"); and it checks the time
+    after every micro-batch, so under gradient accumulation it can save in the middle of an optimizer step, whose
+    accumulated gradients the checkpoint lacks, so `fit --ckpt_path last` could not continue exactly. It would
+    also write last.ckpt a second time on the step a fit stops on, which `RunCheckpoint` already saves.
+    """
 
     def __init__(
         self,

@@ -39,7 +39,7 @@ def guard_ranks(trainer: L.Trainer, collective_timeout_s: float) -> None:
 def apply_collective_timeout(strategy: object, seconds: float) -> None:
     """Set the process group's timeout on a distributed strategy, unless its config chose one already."""
     if getattr(strategy, "_timeout", None) == default_pg_timeout:
-        strategy._timeout = timedelta(seconds=seconds)
+        strategy._timeout = timedelta(seconds=seconds)  # public only as a constructor argument; the Trainer built it
 
 
 def spawns_ranks(trainer: L.Trainer) -> bool:

@@ -1,10 +1,9 @@
 """Generation metrics over an epoch: sacreBLEU's BLEU and chrF, and ROUGE-1/2/L, as DDP-safe torchmetrics.
 
-Strings cannot be all-gathered, so each metric keeps sum-reduced tensor states. Corpus BLEU and chrF are
-functions of summed per-sentence statistics (n-gram matches and totals per order, lengths), which sacreBLEU
-itself extracts and scores: the epoch's score equals `sacrebleu.corpus_bleu` / `corpus_chrf` on all of its
-sentences, whatever the batches and processes. ROUGE is a mean over sentences, so it keeps the sum of the
-sentence F-measures and their count.
+Strings cannot be all-gathered, so each metric keeps sum-reduced tensor states. Corpus BLEU and chrF are functions of
+summed per-sentence statistics (n-gram matches and totals per order, lengths): the epoch's score equals
+`sacrebleu.corpus_bleu` / `corpus_chrf` on all of its sentences, whatever the batches and processes. ROUGE is
+a mean over sentences, so it keeps the sum of the sentence F-measures and their count.
 
 Every score is on sacreBLEU's 0-100 scale (ROUGE too), so generation metrics read alike in one log.
 """
@@ -16,26 +15,65 @@ from typing import Literal
 
 import torch
 from sacrebleu.metrics import BLEU, CHRF
-from sacrebleu.metrics.base import Metric as SacreMetric
 from torch import Tensor
 from torchmetrics import Metric
 from torchmetrics.functional.text.rouge import rouge_score
+from torchmetrics.text import SacreBLEUScore
 
 RougeKey = Literal["rouge1", "rouge2", "rougeL"]
 
 
-class _SacreCorpusMetric(Metric):
-    """A sacreBLEU corpus metric whose per-sentence statistics are summed in one int64 (S,) state."""
+class CorpusBLEU(SacreBLEUScore):
+    """sacreBLEU corpus BLEU (0-100): torchmetrics' SacreBLEUScore counts, sacreBLEU's `compute_bleu` scores.
+
+    `tokenize` is sacreBLEU's tokenizer name ("13a", "intl", "char", ...). SacreBLEUScore's own compute returns
+    0 whenever one n-gram order has no match, where sacreBLEU smooths that order ("exp"): an early model's
+    BLEU would read 0 instead of sacreBLEU's number, so the summed counts are scored by sacreBLEU itself.
+    """
+
+    full_state_update = False
+
+    def __init__(self, tokenize: str = "13a", lowercase: bool = False, **kwargs: object) -> None:
+        super().__init__(tokenize=tokenize, lowercase=lowercase, **kwargs)  # type: ignore[arg-type]
+
+    def update(self, hypotheses: Sequence[str], references: Sequence[str]) -> None:  # type: ignore[override]
+        """Add a batch of hypotheses and their references (one reference per hypothesis)."""
+        _check_pairs(hypotheses, references)
+        super().update(list(hypotheses), [[reference] for reference in references])
+
+    def compute(self) -> Tensor:
+        """The corpus score (0-100) of every sentence seen, smoothed as `sacrebleu.corpus_bleu` does."""
+        score = BLEU.compute_bleu(
+            self.numerator.long().tolist(),
+            self.denominator.long().tolist(),
+            int(self.preds_len),
+            int(self.target_len),
+            smooth_method="exp",
+        ).score
+        return torch.tensor(score, dtype=torch.float32, device=self.numerator.device)
+
+
+class CorpusChrF(Metric):
+    """sacreBLEU corpus chrF (0-100); `word_order=2` gives chrF++. Per-order statistics sum in one int64 state.
+
+    Home-made because torchmetrics' CHRFScore scores differently: it averages per-order F-scores (sacreBLEU 1.x)
+    with no effective order, where sacreBLEU 2 takes the F-score of precision and recall averaged over the orders
+    that occur, so a perfect three-character hypothesis gets 75, not 100. sacreBLEU has no public per-sentence
+    statistics for chrF, so its `_extract_corpus_statistics` / `_compute_score_from_stats` are called.
+    """
 
     is_differentiable = False
     higher_is_better = True
     full_state_update = False
     stats: Tensor
 
-    def __init__(self, scorer: SacreMetric, num_stats: int, **kwargs: object) -> None:
+    def __init__(
+        self, char_order: int = 6, word_order: int = 0, beta: int = 2, lowercase: bool = False, **kwargs: object
+    ) -> None:
         super().__init__(**kwargs)
-        self.scorer = scorer
-        self.add_state("stats", default=torch.zeros(num_stats, dtype=torch.long), dist_reduce_fx="sum")
+        self.scorer = CHRF(char_order=char_order, word_order=word_order, beta=beta, lowercase=lowercase)
+        size = 3 * self.scorer.order  # (hypothesis, reference, match) per order
+        self.add_state("stats", default=torch.zeros(size, dtype=torch.long), dist_reduce_fx="sum")
 
     def update(self, hypotheses: Sequence[str], references: Sequence[str]) -> None:
         """Add a batch of hypotheses and their references (one reference per hypothesis)."""
@@ -51,30 +89,14 @@ class _SacreCorpusMetric(Metric):
         return torch.tensor(score, dtype=torch.float32, device=self.stats.device)
 
 
-class CorpusBLEU(_SacreCorpusMetric):
-    """sacreBLEU corpus BLEU (0-100); `tokenize` is sacreBLEU's tokenizer name ("13a", "intl", "char", ...)."""
-
-    def __init__(self, tokenize: str = "13a", lowercase: bool = False, **kwargs: object) -> None:
-        scorer = BLEU(tokenize=tokenize, lowercase=lowercase)
-        super().__init__(scorer, 2 + 2 * scorer.max_ngram_order, **kwargs)  # lengths, matches, totals
-
-
-class CorpusChrF(_SacreCorpusMetric):
-    """sacreBLEU corpus chrF (0-100); `word_order=2` gives chrF++."""
-
-    def __init__(
-        self, char_order: int = 6, word_order: int = 0, beta: int = 2, lowercase: bool = False, **kwargs: object
-    ) -> None:
-        scorer = CHRF(char_order=char_order, word_order=word_order, beta=beta, lowercase=lowercase)
-        super().__init__(scorer, 3 * scorer.order, **kwargs)  # (hypothesis, reference, match) per order
-
-
 class RougeScore(Metric):
     """Mean ROUGE F-measure over sentences (0-100) for one key: rouge1, rouge2 or rougeL.
 
     Text is scored as torchmetrics' and Google's rouge_score do by default: lowercased, every run of
     characters other than a-z and 0-9 becomes a space (so non-ASCII letters drop out), no stemming.
-    An empty hypothesis or reference scores 0.
+    An empty hypothesis or reference scores 0. Home-made around torchmetrics' functional `rouge_score` because
+    the ROUGEScore class keeps one tensor per sentence in lists it all-gathers one element at a time: processes
+    holding different numbers of sentences then issue different numbers of collectives and hang.
     """
 
     is_differentiable = False

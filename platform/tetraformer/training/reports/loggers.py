@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import lightning as L
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 
 log = logging.getLogger(__name__)
@@ -79,3 +80,9 @@ def make_loggers(root_dir: str | Path, run: RunConfig, resume_id: str | None = N
 def wandb_logger(loggers: list[Logger]) -> WandbLogger | None:
     """The W&B logger among a trainer's loggers, if any."""
     return next((lg for lg in loggers if isinstance(lg, WandbLogger)), None)
+
+
+def logs_this_step(trainer: L.Trainer) -> bool:
+    """Whether Lightning writes this training step's logged values to the loggers (every log_every_n_steps, the
+    step training stops on): the one read of Lightning's private logger connector, which no public API exposes."""
+    return trainer._logger_connector.should_update_logs  # no public API: Lightning's rule, kept in one place
