@@ -12,10 +12,10 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
-from tasks.image_classification.images import Normalization, decode_image
 from tasks.image_classification.model import ImagePooling, build_image_classifier
 from tetraformer.core import TransformerConfig
 from tetraformer.data import LabelVocabulary
+from tetraformer.data.images import Normalization, decode_image
 from tetraformer.training.base.labelled import LabelledTask
 from tetraformer.training.base.module import TaskModule
 from tetraformer.training.callbacks.attention_maps import AttentionRolloutImages
