@@ -1,4 +1,4 @@
-"""Atomic file writes: a process killed mid-write leaves the previous file whole, never half of a new one."""
+"""Writing files safely: atomically (a process killed mid-write leaves the previous file whole), or only on change."""
 
 from __future__ import annotations
 
@@ -45,3 +45,11 @@ def _fsync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def write_text_if_changed(path: Path, text: str) -> None:
+    """Write a UTF-8 file only when its text changes, so its modification time says when the data changed."""
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
