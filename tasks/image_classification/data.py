@@ -9,10 +9,10 @@ from typing import Any, Literal
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from tasks.image_classification.augment import Augmentation
-from tasks.image_classification.images import Normalization
-from tasks.image_classification.sources import ImageSet, Reading, read_source
 from tetraformer.data import LabelVocabulary
+from tetraformer.data.image_augment import Augmentation
+from tetraformer.data.image_sources import ImageSet, Reading, read_source
+from tetraformer.data.images import Normalization
 from tetraformer.errors import ConfigError
 from tetraformer.training.base.datamodule import TaskDataModule
 

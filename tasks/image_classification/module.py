@@ -12,12 +12,13 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
-from tasks.image_classification.images import Normalization, decode_image
 from tasks.image_classification.model import ImagePooling, build_image_classifier
 from tetraformer.core import TransformerConfig
 from tetraformer.data import LabelVocabulary
+from tetraformer.data.images import Normalization, decode_image
 from tetraformer.training.base.labelled import LabelledTask
 from tetraformer.training.base.module import TaskModule
+from tetraformer.training.base.predictions import top_k_labels
 from tetraformer.training.callbacks.attention_maps import AttentionRolloutImages
 
 log = logging.getLogger(__name__)
@@ -125,8 +126,7 @@ class ImageClassification(LabelledTask, TaskModule):
         class."""
         logits = self.forward_batch(batch).float()  # (B, K)
         targets = batch["labels"]  # (B,) class ids, or (B, K) probabilities when mixed
-        smoothing = self.label_smoothing if self.training else 0.0
-        loss = nn.functional.cross_entropy(logits, targets, label_smoothing=smoothing)
+        loss = self.cross_entropy(logits, targets)
         hard = targets if targets.ndim == 1 else targets.argmax(-1)
         return {"loss": loss, "preds": logits.detach(), "targets": hard}
 
@@ -155,9 +155,8 @@ class ImageClassification(LabelledTask, TaskModule):
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> list[dict[str, Any]]:
         """Each image's path, predicted label and the top-k labels' probabilities."""
         probs = self.forward_batch(batch).float().softmax(-1)  # (B, K)
-        top = probs.topk(min(self.top_k, probs.shape[-1]), dim=-1)
-        out = []
-        for path, values, ids in zip(batch["paths"], top.values, top.indices, strict=True):
-            scores = {self.vocabulary.names[i]: round(float(v), 6) for v, i in zip(values, ids.tolist(), strict=True)}
-            out.append({"path": path, "label": self.vocabulary.names[int(ids[0])], "probabilities": scores})
-        return out
+        top = top_k_labels(probs, self.vocabulary.names, self.top_k)  # best first: the first is the prediction
+        return [
+            {"path": path, "label": next(iter(scores)), "probabilities": scores}
+            for path, scores in zip(batch["paths"], top, strict=True)
+        ]

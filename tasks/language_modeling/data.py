@@ -15,8 +15,8 @@ from tetraformer.data import (
     resolve_files,
     train_val_split,
 )
-from tetraformer.data.run_tokenizer import prepare_run_tokenizer
-from tetraformer.training.base.datamodule import TaskDataModule
+from tetraformer.data.tokenizer import TokenizerKind
+from tetraformer.training.base.text_datamodule import TextDataModule
 
 log = logging.getLogger(__name__)
 
@@ -34,33 +34,30 @@ class Blocks(Dataset):
         return self.blocks[index]
 
 
-class LanguageModelingData(TaskDataModule):
+class LanguageModelingData(TextDataModule):
     """Plain text or JSONL files, packed into blocks with an end-of-document token between documents.
 
-    The TaskDataModule options (paths, tokenizer, batch_size, num_workers, val_fraction, seed) pass
+    The TextDataModule options (paths, text_field, encoding, vocab_size, tokenizer, batch_size, ...) pass
     through `**kwargs`.
     """
 
     def __init__(
         self,
         format: Literal["auto", "text", "jsonl", "json", "csv", "tsv"] = "auto",  # noqa: A002
-        text_field: str = "text",
         documents: Literal["file", "paragraph", "line"] = "file",
-        encoding: str = "utf-8",
         block_size: int = 128,
-        tokenizer_type: Literal["bpe", "wordpiece", "unigram", "char"] = "bpe",
-        vocab_size: int = 8000,
+        tokenizer_type: TokenizerKind = "bpe",
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(tokenizer_type=tokenizer_type, **kwargs)
         self.save_hyperparameters()
         self.read_options = {
             "format": format,
-            "field": text_field,
+            "field": self.text_field,
             "documents": documents,
-            "encoding": encoding,
+            "encoding": self.encoding,
         }
-        self.block_size, self.tokenizer_type, self.vocab_size = block_size, tokenizer_type, vocab_size
+        self.block_size = block_size
 
     def sequence_length(self) -> tuple[str, int]:
         """The longest sequence a batch holds, and the option that sets it."""
@@ -71,16 +68,8 @@ class LanguageModelingData(TaskDataModule):
 
         Rank 0 only; the settings and training files are recorded beside it (data/run_tokenizer.py).
         """
-        if self.tokenizer_path:
-            return
-        prepare_run_tokenizer(
-            self.tokenizer_dir(),
-            resolve_files(self.require("train")),
-            self.tokenizer_type,
-            self.vocab_size,
-            self.read_options["field"],
-            self.read_options["encoding"],
-        )
+        if not self.tokenizer_path:
+            self.train_run_tokenizer(resolve_files(self.require("train")))
 
     def setup(self, stage: str) -> None:
         """Load the tokenizer and build the splits the stage needs."""

@@ -7,14 +7,13 @@ from typing import Any
 from torch import Tensor, nn
 from torchmetrics import Metric
 
-from tasks.language_modeling.model import build_gpt
-from tetraformer.core import TransformerConfig
+from tetraformer.core import CausalLM, TransformerConfig
 from tetraformer.training.base.module import TaskModule
-from tetraformer.training.base.text_generation import TextGenerationConfig, generate_text
+from tetraformer.training.base.text_generation import GeneratesText, TextGenerationConfig
 from tetraformer.training.metrics.stages import TokenPerplexity
 
 
-class LanguageModeling(TaskModule):
+class LanguageModeling(GeneratesText, TaskModule):
     """Trains a GPT on packed blocks of text; samples from fixed prompts at each validation.
 
     The TaskModule options (arch, optim, init_from, label_smoothing) pass through `**kwargs`.
@@ -39,8 +38,10 @@ class LanguageModeling(TaskModule):
         return self.arch.replace(vocab_size=len(datamodule.tokenizer), max_len=max_len)
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
-        """A GPT."""
-        return build_gpt(cfg)
+        """A GPT: the core's decoder-only CausalLM (every position type; T5's relative buckets are causal here)."""
+        if cfg.is_encoder_decoder:
+            raise ValueError("GPT is decoder-only: set n_decoder_layers to 0")
+        return CausalLM(cfg)
 
     def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
         """Next-token cross-entropy over a (B, T+1) block; its mean NLL and targets feed the perplexity."""
@@ -62,14 +63,3 @@ class LanguageModeling(TaskModule):
         """Continue each prompt of the batch."""
         outputs = self.generate(batch["prompts"])
         return [{"prompt": p, "generated": o} for p, o in zip(batch["prompts"], outputs, strict=True)]
-
-    def generate(
-        self, prompts: list[str], config: TextGenerationConfig | None = None, on_text: Any = None
-    ) -> list[str]:
-        """Generated continuations (prompt excluded) of a batch of text prompts."""
-        was_training = self.training
-        self.eval()
-        try:
-            return generate_text(self.net, self.tokenizer, prompts, config or self.generation, on_text)
-        finally:
-            self.train(was_training)

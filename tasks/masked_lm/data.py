@@ -9,13 +9,12 @@ from typing import Any, Literal
 from tasks.masked_lm.segments import pair_rows, single_rows, tokenize_documents
 from tetraformer.data import load_tokenizer, read_text, resolve_files, train_val_split
 from tetraformer.data.masking import MaskingCollator, TokenMasker
-from tetraformer.data.run_tokenizer import prepare_run_tokenizer
-from tetraformer.training.base.datamodule import TaskDataModule
+from tetraformer.training.base.text_datamodule import TextDataModule
 
 log = logging.getLogger(__name__)
 
 
-class MaskedLMData(TaskDataModule):
+class MaskedLMData(TextDataModule):
     """Plain text or JSONL/JSON/CSV/TSV (a text field); each document's sentences packed into rows.
 
     Plain text follows BERT's format by default: one sentence per line, a blank line between documents.
@@ -23,19 +22,15 @@ class MaskedLMData(TaskDataModule):
     Rows are built once; masks are drawn when a batch is built, so every epoch sees new ones (validation
     and test rows keep fixed masks, so their losses compare across epochs). With the module's
     `next_sentence`, rows are sentence pairs with segment ids and a next_sentence_label.
-    The TaskDataModule options (paths, tokenizer, batch_size, num_workers, val_fraction, seed) pass
-    through `**kwargs`.
+    The TextDataModule options (paths, text_field, encoding, tokenizer_type, vocab_size, tokenizer,
+    batch_size, ...) pass through `**kwargs`.
     """
 
     def __init__(
         self,
         format: Literal["auto", "text", "jsonl", "json", "csv", "tsv"] = "auto",  # noqa: A002
-        text_field: str = "text",
         documents: Literal["file", "paragraph", "line"] = "paragraph",
-        encoding: str = "utf-8",
         max_length: int = 128,
-        tokenizer_type: Literal["bpe", "wordpiece", "unigram", "char"] = "wordpiece",
-        vocab_size: int = 8000,
         mlm_probability: float = 0.15,
         whole_word_mask: bool = False,
         **kwargs: Any,
@@ -46,11 +41,11 @@ class MaskedLMData(TaskDataModule):
             raise ValueError(f"max_length must be at least 4 ([CLS] A [SEP] B [SEP]), got {max_length}")
         self.read_options = {
             "format": format,
-            "field": text_field,
+            "field": self.text_field,
             "documents": documents,
-            "encoding": encoding,
+            "encoding": self.encoding,
         }
-        self.max_length, self.tokenizer_type, self.vocab_size = max_length, tokenizer_type, vocab_size
+        self.max_length = max_length
         self.mlm_probability, self.whole_word_mask = mlm_probability, whole_word_mask
         self.collator: MaskingCollator | None = None
 
@@ -60,16 +55,8 @@ class MaskedLMData(TaskDataModule):
 
     def prepare_data(self) -> None:
         """Train the run's tokenizer when none is configured, or retrain it when its settings or data changed."""
-        if self.tokenizer_path:
-            return
-        prepare_run_tokenizer(
-            self.tokenizer_dir(),
-            resolve_files(self.require("train")),
-            self.tokenizer_type,
-            self.vocab_size,
-            self.read_options["field"],
-            self.read_options["encoding"],
-        )
+        if not self.tokenizer_path:
+            self.train_run_tokenizer(resolve_files(self.require("train")))
 
     def next_sentence(self) -> bool:
         """Whether the module trains next-sentence prediction (`--model.next_sentence`)."""

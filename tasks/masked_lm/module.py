@@ -13,6 +13,7 @@ from tetraformer.core import TransformerConfig
 from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.data import IGNORE_INDEX
 from tetraformer.training.base.module import TaskModule
+from tetraformer.training.base.predictions import top_k
 
 
 class MaskedLanguageModeling(TaskModule):
@@ -75,15 +76,12 @@ class MaskedLanguageModeling(TaskModule):
         ids = batch["input_ids"]  # (B, T)
         at_mask = ids == self.tokenizer.mask_token_id  # (B, T)
         probs = self.net.pretraining_logits(ids, batch["attention_mask"], positions=at_mask)[0].softmax(-1)
-        top = probs.topk(min(self.top_k, probs.shape[-1]), dim=-1)  # (N, k) over the batch's masks
+        candidates = top_k(probs, self.top_k)  # per mask of the batch: (token id, probability), best first
         counts = at_mask.sum(1).tolist()
         out, start = [], 0
         for text, n in zip(batch["texts"], counts, strict=True):
             masks = [
-                [
-                    {"token": self.tokenizer.convert_ids_to_tokens(int(i)), "score": round(float(p), 6)}
-                    for p, i in zip(top.values[m], top.indices[m], strict=True)
-                ]
+                [{"token": self.tokenizer.convert_ids_to_tokens(i), "score": p} for i, p in candidates[m]]
                 for m in range(start, start + n)
             ]
             out.append({"text": text, "masks": masks})

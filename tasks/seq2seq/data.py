@@ -7,17 +7,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tasks.seq2seq.reading import Pair, PairFile, read_pairs, read_parallel, read_sources
-from tetraformer.data import DataError, load_tokenizer, read_text
+from tetraformer.data import DataError, read_text
 from tetraformer.data.files import resolve_files
 from tetraformer.data.records import RecordFormat
-from tetraformer.data.run_tokenizer import prepare_run_tokenizer
 from tetraformer.data.seq2seq_batch import Seq2SeqCollator
 from tetraformer.data.span_corruption import SpanCorruptionCollator, SpanCorruptor
 from tetraformer.data.splits import train_val_split
 from tetraformer.data.text import text_format
-from tetraformer.data.tokenizer import decoder_start_token
-from tetraformer.training.base.datamodule import TaskDataModule
-from tetraformer.training.checkpointing.loading import source_tokenizer
+from tetraformer.data.tokenizer import TokenizerKind, decoder_start_token
+from tetraformer.training.base.text_datamodule import TextDataModule
 
 log = logging.getLogger(__name__)
 Row = dict[str, Any]  # input_ids, labels (absent when predicting), source, target, record; or input_ids, noise_seed
@@ -25,14 +23,13 @@ CORPUS = "tokenizer_corpus.txt"  # RUN_DIR file of both sides' texts the run's t
 Objective = Literal["pairs", "span_corruption"]
 
 
-class Seq2SeqData(TaskDataModule):
+class Seq2SeqData(TextDataModule):
     """Pairs from JSONL/JSON/CSV/TSV records, two parallel text files, or a mixture of files with their prefixes.
 
     Training data is, in order of precedence: `mixture` (files each with its own source prefix), the parallel
     `source_path`/`target_path`, or `train_path`. One tokenizer serves both sides: `tokenizer`, else the
     `init_from` source's, else one trained on both sides of the training pairs into RUN_DIR/tokenizer.
-    The TaskDataModule options (paths, tokenizer, batch_size, num_workers, val_fraction, seed) pass through
-    `**kwargs`.
+    The TextDataModule options (paths, encoding, vocab_size, tokenizer, batch_size, ...) pass through `**kwargs`.
 
     `objective: span_corruption` pretrains on plain text instead (T5's objective): `train_path` holds text or
     JSONL (`text_field`, or a list of fields each read as texts), cut into chunks that fit `max_source_length`;
@@ -49,11 +46,9 @@ class Seq2SeqData(TaskDataModule):
         source_path: str | None = None,
         target_path: str | None = None,
         mixture: list[PairFile] | None = None,
-        encoding: str = "utf-8",
         max_source_length: int = 128,
         max_target_length: int = 128,
-        tokenizer_type: Literal["bpe", "wordpiece", "unigram", "char"] = "unigram",
-        vocab_size: int = 8000,
+        tokenizer_type: TokenizerKind = "unigram",
         objective: Objective = "pairs",
         text_field: str | list[str] | None = "text",
         noise_density: float = 0.15,
@@ -61,21 +56,15 @@ class Seq2SeqData(TaskDataModule):
         extra_ids: int = 100,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(tokenizer_type=tokenizer_type, text_field=text_field, **kwargs)
         self.save_hyperparameters()
         self.format, self.fields, self.source_prefix = format, (source_field, target_field), source_prefix
         self.source_path, self.target_path, self.mixture = source_path, target_path, mixture
-        self.encoding, self.max_source_length, self.max_target_length = encoding, max_source_length, max_target_length
-        self.tokenizer_type, self.vocab_size = tokenizer_type, vocab_size
-        self.objective, self.text_field, self.extra_ids = objective, text_field, extra_ids
+        self.max_source_length, self.max_target_length = max_source_length, max_target_length
+        self.objective, self.extra_ids = objective, extra_ids
         self.noise = {"noise_density": noise_density, "mean_span_length": mean_span_length}
 
     # --- tokenizer -----------------------------------------------------------------------------------
-    def init_from(self) -> str | None:
-        """The module's `init_from` source: its tokenizer is the one the pretrained embedding knows."""
-        module = self.trainer.lightning_module if self.trainer is not None else None
-        return getattr(module, "init_from", None)
-
     def sequence_length(self) -> tuple[str, int]:
         """The longest sequence a batch holds, and the option that sets it."""
         if self.max_target_length > self.max_source_length:
@@ -86,26 +75,12 @@ class Seq2SeqData(TaskDataModule):
         """Train the run's tokenizer on both sides of the training pairs, unless one is configured or inherited."""
         if self.tokenizer_path or self.init_from():
             return
-        corpus = self.run_dir() / CORPUS
         if self.objective == "span_corruption":
             texts, extra_ids = self.documents(self.require("train")), self.extra_ids
         else:
             texts, extra_ids = [t for pair in self.training_pairs() for t in (pair.source, pair.target)], 0
-        _write_if_changed(corpus, "".join(text.replace("\n", " ") + "\n" for text in texts))
-        prepare_run_tokenizer(
-            self.tokenizer_dir(), [corpus], self.tokenizer_type, self.vocab_size, "text", "utf-8", extra_ids=extra_ids
-        )
-
-    def load_run_tokenizer(self) -> Any:
-        """The configured tokenizer, else the init_from source's, else the one trained into the run directory."""
-        if self.tokenizer_path:
-            return load_tokenizer(self.tokenizer_path)
-        if self.init_from():
-            tokenizer = source_tokenizer(self.init_from())
-            if tokenizer is None:
-                raise DataError(f"{self.init_from()} stores no tokenizer: set --data.tokenizer")
-            return tokenizer
-        return load_tokenizer(self.tokenizer_dir())
+        corpus = "".join(text.replace("\n", " ") + "\n" for text in texts)
+        self.train_run_tokenizer_on(self.run_dir() / CORPUS, corpus, extra_ids)
 
     # --- splits --------------------------------------------------------------------------------------
     def training_pairs(self) -> list[Pair]:
@@ -245,11 +220,3 @@ class Seq2SeqData(TaskDataModule):
         """The tokenizer's pad id (0 without one)."""
         pad = self.tokenizer.pad_token_id
         return pad if pad is not None else 0
-
-
-def _write_if_changed(path: Path, text: str) -> None:
-    """Write a file only when its content changes, so its mtime (which the tokenizer record keeps) stays."""
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")

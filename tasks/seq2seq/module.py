@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Literal
 
 from torch import Tensor, nn
 
-from tasks.seq2seq.model import build_seq2seq
-from tetraformer.core import TransformerConfig
+from tetraformer.core import Seq2SeqLM, TransformerConfig
 from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.training.base.module import TaskModule
-from tetraformer.training.base.text_generation import TextGenerationConfig, generate_text
+from tetraformer.training.base.text_generation import GeneratesText, TextGenerationConfig
 from tetraformer.training.metrics.generation import generation_metrics
 from tetraformer.training.reports.loggers import wandb_logger
 
@@ -25,7 +23,7 @@ def default_generation() -> TextGenerationConfig:
     return TextGenerationConfig(max_new_tokens=64, do_sample=False, num_beams=4)
 
 
-class Seq2Seq(TaskModule):
+class Seq2Seq(GeneratesText, TaskModule):
     """Trains an encoder-decoder on (source, target) pairs; validates by generating on a few batches.
 
     The loss is teacher-forced cross-entropy over the target tokens (padding ignored). On the first
@@ -71,8 +69,10 @@ class Seq2Seq(TaskModule):
         return self.arch.replace(vocab_size=len(datamodule.tokenizer), max_len=max_len)
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
-        """A Seq2SeqLM."""
-        return build_seq2seq(cfg)
+        """A Seq2SeqLM: the core's encoder-decoder family, checked to have a decoder."""
+        if not cfg.is_encoder_decoder:
+            raise ValueError("seq2seq needs an encoder-decoder: set arch.n_decoder_layers > 0")
+        return Seq2SeqLM(cfg)
 
     def task_state(self) -> dict[str, Any]:
         """The source prefix `generate` puts before prompts."""
@@ -180,18 +180,7 @@ class Seq2Seq(TaskModule):
         outputs = self.generate(batch["source"])
         return [{**record, "hypothesis": o} for record, o in zip(batch["record"], outputs, strict=True)]
 
-    def generate(
-        self,
-        prompts: list[str],
-        config: TextGenerationConfig | None = None,
-        on_text: Callable[[str], None] | None = None,
-    ) -> list[str]:
-        """The decoded output of each source (the training data's prefix put before any prompt lacking it)."""
+    def generation_inputs(self, prompts: list[str]) -> list[str]:
+        """Each source with the training data's prefix put before it where it lacks it."""
         prefix = self.source_prefix
-        sources = [p if p.startswith(prefix) else prefix + p for p in prompts]
-        was_training = self.training
-        self.eval()
-        try:
-            return generate_text(self.net, self.tokenizer, sources, config or self.generation, on_text)
-        finally:
-            self.train(was_training)
+        return [p if p.startswith(prefix) else prefix + p for p in prompts]

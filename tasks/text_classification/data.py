@@ -12,48 +12,37 @@ from torch.utils.data import DataLoader
 from tetraformer.data import DataError, LabelVocabulary, read_records, resolve_files
 from tetraformer.data.buckets import LengthBuckets
 from tetraformer.data.records import LINE_COLUMN, SOURCE_COLUMN
-from tetraformer.data.run_tokenizer import prepare_run_tokenizer
-from tetraformer.training.base.datamodule import TaskDataModule
+from tetraformer.training.base.text_datamodule import TextDataModule
 
 log = logging.getLogger(__name__)
 Row = dict[str, Any]  # input_ids, token_type_ids, then label (raw), labels (encoded), where, or record
 
 
-class TextClassificationData(TaskDataModule):
+class TextClassificationData(TextDataModule):
     """CSV/TSV/JSON/JSONL records with a text (and optional pair) field and a label (or labels) field.
 
     The label vocabulary comes from the training split (sorted) or `labels`; a checkpoint's vocabulary wins
-    when the module brings one (`use_labels`). The TaskDataModule options (paths, tokenizer, batch_size,
-    num_workers, val_fraction, seed) pass through `**kwargs`.
+    when the module brings one (`use_labels`). The TextDataModule options (paths, text_field, encoding,
+    tokenizer_type, vocab_size, tokenizer, batch_size, ...) pass through `**kwargs`.
     """
 
     def __init__(
         self,
         format: Literal["jsonl", "json", "csv", "tsv"] | None = None,  # noqa: A002 - None: from the suffix
-        text_field: str = "text",
         text_pair_field: str | None = None,
         label_field: str = "label",
-        encoding: str = "utf-8",
         multi_label: bool = False,
         label_separator: str | None = None,
         labels: list[str] | None = None,
         max_length: int = 256,
         bucket: bool = False,
-        tokenizer_type: Literal["bpe", "wordpiece", "unigram", "char"] = "wordpiece",
-        vocab_size: int = 8000,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.save_hyperparameters()
-        self.format, self.text_field, self.pair_field, self.label_field = (
-            format,
-            text_field,
-            text_pair_field,
-            label_field,
-        )
-        self.encoding, self.multi_label, self.label_separator = encoding, multi_label, label_separator
+        self.format, self.pair_field, self.label_field = format, text_pair_field, label_field
+        self.multi_label, self.label_separator = multi_label, label_separator
         self.fixed_labels, self.max_length, self.bucket = labels, max_length, bucket
-        self.tokenizer_type, self.vocab_size = tokenizer_type, vocab_size
         self.vocabulary: LabelVocabulary | None = None
 
     # --- tokenizer -----------------------------------------------------------------------------------
@@ -63,16 +52,8 @@ class TextClassificationData(TaskDataModule):
 
     def prepare_data(self) -> None:
         """Train the run's tokenizer unless one is configured or the init_from source brings its own."""
-        if self.tokenizer_path or self.init_from():
-            return
-        prepare_run_tokenizer(
-            self.run_dir() / "tokenizer",
-            resolve_files(self.require("train")),
-            self.tokenizer_type,
-            self.vocab_size,
-            self.text_field,
-            self.encoding,
-        )
+        if not (self.tokenizer_path or self.init_from()):
+            self.train_run_tokenizer(resolve_files(self.require("train")))
 
     # --- splits --------------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:

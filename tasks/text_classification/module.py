@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import torch
 from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.classification import (
@@ -18,9 +17,10 @@ from tasks.text_classification.model import ClassifierPooling, build_classifier
 from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.core.backbones import BackboneKind
 from tetraformer.data import LabelVocabulary
-from tetraformer.errors import ConfigError
 from tetraformer.training.base.labelled import LabelledTask
+from tetraformer.training.base.losses import balanced_class_weights, given_class_weights
 from tetraformer.training.base.module import TaskModule
+from tetraformer.training.base.predictions import top_k_labels
 
 
 class TextClassification(LabelledTask, TaskModule):
@@ -89,16 +89,13 @@ class TextClassification(LabelledTask, TaskModule):
         self.loss_weights = self._loss_weights()
 
     def _loss_weights(self) -> Tensor | None:
-        """Per-class loss weights: the given list, or 'balanced' = rows / (classes * rows of the class)."""
+        """Per-class loss weights: the given list, or 'balanced' from the training labels' counts."""
         if self.class_weights is None:
             return None
-        n = len(self.vocabulary)
         if self.class_weights == "balanced":
-            counts = torch.tensor(self.trainer.datamodule.label_counts(), dtype=torch.float).clamp(min=1.0)
-            return len(self.trainer.datamodule.datasets["train"]) / (n * counts)  # (C,)
-        if len(self.class_weights) != n:
-            raise ConfigError(f"--model.class_weights has {len(self.class_weights)} values for {n} labels")
-        return torch.tensor(self.class_weights, dtype=torch.float)
+            datamodule = self.trainer.datamodule
+            return balanced_class_weights(datamodule.label_counts(), len(datamodule.datasets["train"]))
+        return given_class_weights(self.class_weights, len(self.vocabulary))
 
     # --- steps ---------------------------------------------------------------------------------------
     def forward_batch(self, batch: dict[str, Tensor]) -> Tensor:
@@ -110,12 +107,11 @@ class TextClassification(LabelledTask, TaskModule):
         """Loss over the batch; logits (single-label) or probabilities (multi-label) feed the metrics."""
         logits = self.forward_batch(batch).float()  # (B, C)
         targets = batch["labels"]  # (B,) class ids or (B, C) multi-hot
-        weights = None if self.loss_weights is None else self.loss_weights.to(logits.device)
         if self.multi_label:
+            weights = None if self.loss_weights is None else self.loss_weights.to(logits.device)
             loss = nn.functional.binary_cross_entropy_with_logits(logits, targets.float(), weight=weights)
             return {"loss": loss, "preds": logits.detach().sigmoid(), "targets": targets}
-        smoothing = self.label_smoothing if self.training else 0.0
-        loss = nn.functional.cross_entropy(logits, targets, weight=weights, label_smoothing=smoothing)
+        loss = self.cross_entropy(logits, targets, weight=self.loss_weights)
         return {"loss": loss, "preds": logits.detach(), "targets": targets}
 
     def make_metrics(self) -> dict[str, Metric]:
@@ -142,13 +138,12 @@ class TextClassification(LabelledTask, TaskModule):
         """Each input record with its predicted label(s) and the top-k labels' probabilities."""
         logits = self.forward_batch(batch).float()  # (B, C)
         probs = logits.sigmoid() if self.multi_label else logits.softmax(-1)  # (B, C)
-        top = probs.topk(min(self.top_k, probs.shape[-1]), dim=-1)
+        top = top_k_labels(probs, self.vocabulary.names, self.top_k)
         out = []
-        for record, p, values, ids in zip(batch["record"], probs, top.values, top.indices, strict=True):
+        for record, p, scores in zip(batch["record"], probs, top, strict=True):
             if self.multi_label:
                 predicted: Any = self.vocabulary.decode((p >= self.threshold).long())
             else:
                 predicted = self.vocabulary.decode(int(p.argmax()))
-            scores = {self.vocabulary.names[i]: round(float(v), 6) for v, i in zip(values, ids.tolist(), strict=True)}
             out.append({**record, "predicted": predicted, "probabilities": scores})
         return out

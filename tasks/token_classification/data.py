@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any, Literal
 
 from torch.utils.data import DataLoader
@@ -11,10 +10,9 @@ from torch.utils.data import DataLoader
 from tetraformer.data import DataError, LabelVocabulary
 from tetraformer.data.collate import IGNORE_INDEX, PaddingCollator
 from tetraformer.data.conll import SentenceFormat, TaggedSentence, WordSplit, join_words, read_sentences
-from tetraformer.data.run_tokenizer import prepare_run_tokenizer
 from tetraformer.data.tag_schemes import PREFIXES, canonical_scheme, split_tag, tag_problem, to_canonical
 from tetraformer.data.word_alignment import SentenceBatches, sentence_windows
-from tetraformer.training.base.datamodule import TaskDataModule
+from tetraformer.training.base.text_datamodule import TextDataModule
 
 log = logging.getLogger(__name__)
 Row = dict[str, Any]  # one window: input_ids, word_labels, labels, word_index, sentence (+ record, words)
@@ -22,13 +20,14 @@ TagScheme = Literal["IOB1", "IOB2", "BIOES", "IO"]
 WORDS_FILE = "train_words.txt"  # the training sentences as text, what the run's tokenizer is trained on
 
 
-class TokenClassificationData(TaskDataModule):
+class TokenClassificationData(TextDataModule):
     """CoNLL or JSONL tagged sentences (raw text too, to predict); each sentence cut into windows of subwords.
 
     Tags are checked against `tag_scheme` and kept in its canonical form (IOB1 becomes IOB2). The tag
     vocabulary is every tag of the scheme for each entity type the training data has (or `labels`); a
     checkpoint's vocabulary wins when the module brings one. Batches hold whole sentences (`batch_size`
-    sentences, all their windows). The TaskDataModule options pass through `**kwargs`.
+    sentences, all their windows). The TextDataModule options (paths, text_field for raw text to predict, encoding,
+    tokenizer_type, vocab_size, tokenizer, batch_size, ...) pass through `**kwargs`.
     """
 
     def __init__(
@@ -37,26 +36,21 @@ class TokenClassificationData(TaskDataModule):
         tag_scheme: TagScheme = "IOB2",
         tokens_field: str = "tokens",
         tags_field: str = "tags",
-        text_field: str = "text",
         word_split: WordSplit = "whitespace",
-        encoding: str = "utf-8",
         labels: list[str] | None = None,
         label_all_subwords: bool = False,
         max_length: int = 128,
         stride: int = 32,
         bucket: bool = False,
-        tokenizer_type: Literal["bpe", "wordpiece", "unigram", "char"] = "wordpiece",
-        vocab_size: int = 8000,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.save_hyperparameters()
         canonical_scheme(tag_scheme)  # an unknown scheme fails here, naming the known ones
-        self.format, self.tag_scheme, self.word_split, self.encoding = format, tag_scheme, word_split, encoding
-        self.fields = {"tokens_field": tokens_field, "tags_field": tags_field, "text_field": text_field}
+        self.format, self.tag_scheme, self.word_split = format, tag_scheme, word_split
+        self.fields = {"tokens_field": tokens_field, "tags_field": tags_field, "text_field": self.text_field}
         self.fixed_labels, self.label_all_subwords = labels, label_all_subwords
         self.max_length, self.stride, self.bucket = max_length, stride, bucket
-        self.tokenizer_type, self.vocab_size = tokenizer_type, vocab_size
         self.vocabulary: LabelVocabulary | None = None
         self.sentences: dict[str, list[TaggedSentence]] = {}
 
@@ -75,9 +69,8 @@ class TokenClassificationData(TaskDataModule):
         if self.tokenizer_path or self.init_from():
             return
         sentences = self.read(self.require("train"))
-        words = self.run_dir() / "tokenizer_data" / WORDS_FILE
-        _write_if_changed(words, "".join(join_words(s.tokens, self.word_split) + "\n" for s in sentences))
-        prepare_run_tokenizer(self.tokenizer_dir(), [words], self.tokenizer_type, self.vocab_size, "text", "utf-8")
+        words = "".join(join_words(s.tokens, self.word_split) + "\n" for s in sentences)
+        self.train_run_tokenizer_on(self.run_dir() / "tokenizer_data" / WORDS_FILE, words)
 
     # --- splits --------------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -184,11 +177,3 @@ def _encode_tags(vocabulary: LabelVocabulary, sentence: TaggedSentence) -> list[
     if sentence.tags is None:
         raise DataError("sentence has tokens without tags", *sentence.where)
     return [int(vocabulary.encode(tag, sentence.source, sentence.line_of(i))) for i, tag in enumerate(sentence.tags)]
-
-
-def _write_if_changed(path: Path, text: str) -> None:
-    """Write a file only when its text changes, so its modification time says when the data changed."""
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.data.quadrant_images import write_folder
 from tests.tasks.image_classification.conftest import tiny_config as image_config
-from tests.tasks.image_classification.conftest import write_folder
 from tests.tasks.language_modeling.conftest import TEXT
 from tests.tasks.language_modeling.conftest import tiny_config as lm_config
 from tests.tasks.masked_lm.conftest import tiny_config as mlm_config

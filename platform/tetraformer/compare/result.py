@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from tetraformer.files import atomic_write
 
 RESULT_FILE = "result.json"
 
@@ -56,13 +56,8 @@ class RunResult:
 
 def write_result(result: RunResult, run_dir: Path) -> Path:
     """Write RUN_DIR/result.json atomically (temp file + rename), so a half-written file never says done."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / RESULT_FILE
-    fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".result.", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(result.to_dict(), out, indent=2)
-    os.replace(tmp, path)
-    return path
+    text = json.dumps(result.to_dict(), indent=2)
+    return atomic_write(run_dir / RESULT_FILE, lambda out: out.write(text.encode("utf-8")))
 
 
 def read_result(run_dir: Path) -> RunResult | None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.tasks.image_classification.conftest import write_folder, write_table
+from tests.data.quadrant_images import write_folder, write_table
 
 
 def fails(run_cli: Callable[..., Path], capsys: pytest.CaptureFixture[str], **data: object) -> str:

@@ -13,7 +13,8 @@ import yaml
 from PIL import Image
 
 from tests.cli_runner import last_metrics
-from tests.tasks.image_classification.conftest import QUADRANTS, tiny_config, write_folder
+from tests.data.quadrant_images import QUADRANTS, write_folder
+from tests.tasks.image_classification.conftest import tiny_config
 from tetraformer.cli import main
 from tetraformer.training.checkpointing.loading import load_task_module
 

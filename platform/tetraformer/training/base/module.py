@@ -16,6 +16,7 @@ from torchmetrics import Metric
 
 from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.core.config import TransformerConfig
+from tetraformer.data.collate import IGNORE_INDEX
 from tetraformer.errors import TetraformerError
 from tetraformer.payload import PAYLOAD_KEY, make_payload, plain, tokenizer_from_state
 from tetraformer.training.base.compile import compile_blocks
@@ -342,12 +343,20 @@ class TaskModule(L.LightningModule):
             self.global_step,
         )
 
-    def cross_entropy(self, logits: Tensor, targets: Tensor, ignore_index: int = -100) -> Tensor:
-        """Token- or sequence-level cross-entropy with the module's label smoothing."""
-        smoothing = self.label_smoothing if self.training else 0.0
+    def cross_entropy(
+        self, logits: Tensor, targets: Tensor, weight: Tensor | None = None, ignore_index: int = IGNORE_INDEX
+    ) -> Tensor:
+        """Cross-entropy of (..., C) logits with the module's label smoothing (in training only).
+
+        Targets are class ids (...), `ignore_index` skipped, or class probabilities (..., C) (mixed images);
+        `weight` (C,) weighs the classes.
+        """
+        classes = logits.shape[-1]
+        soft = targets.is_floating_point()
         return nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]).float(),
-            targets.reshape(-1),
+            logits.reshape(-1, classes).float(),
+            targets.reshape(-1, classes) if soft else targets.reshape(-1),
+            weight=None if weight is None else weight.to(logits.device),
             ignore_index=ignore_index,
-            label_smoothing=smoothing,
+            label_smoothing=self.label_smoothing if self.training else 0.0,
         )

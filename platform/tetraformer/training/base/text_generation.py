@@ -59,6 +59,36 @@ class GenerativeTask(Protocol):
         ...
 
 
+class GeneratesText:
+    """TaskModule mixin: `generate` (GenerativeTask) decodes with the task's network, tokenizer and `generation`.
+
+    Mixed in before TaskModule; the network decodes in eval mode and gets back the mode it had.
+    """
+
+    net: nn.Module
+    tokenizer: Any
+    generation: TextGenerationConfig
+
+    def generation_inputs(self, prompts: list[str]) -> list[str]:
+        """The texts the network decodes from: the prompts as they are (a task may complete them)."""
+        return prompts
+
+    def generate(
+        self,
+        prompts: list[str],
+        config: TextGenerationConfig | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> list[str]:
+        """One output text per prompt (a continuation, or an encoder-decoder's output), decoded in eval mode."""
+        was_training = self.training  # type: ignore[attr-defined]
+        self.eval()  # type: ignore[attr-defined]
+        try:
+            inputs = self.generation_inputs(prompts)
+            return generate_text(self.net, self.tokenizer, inputs, config or self.generation, on_text)
+        finally:
+            self.train(was_training)  # type: ignore[attr-defined]
+
+
 def generate_text(
     net: nn.Module,
     tokenizer: Any,

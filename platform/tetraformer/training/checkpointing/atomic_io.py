@@ -8,47 +8,20 @@ The temporary name (`.partial-*.tmp`) is nothing Lightning or `--ckpt_path last`
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 from lightning.fabric.plugins import CheckpointIO, TorchCheckpointIO
 
+from tetraformer.files import PARTIAL_PREFIX, PARTIAL_SUFFIX, atomic_write
+
 log = logging.getLogger(__name__)
-PARTIAL_PREFIX, PARTIAL_SUFFIX = ".partial-", ".tmp"
 
 
 def atomic_save(obj: Any, path: str | Path) -> None:
-    """torch.save `obj` to `path` through a fsynced temporary file in the same directory and os.replace."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(dir=target.parent, prefix=PARTIAL_PREFIX, suffix=PARTIAL_SUFFIX)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(partial, target)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
-    _fsync_directory(target.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable (where the platform lets a directory be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    """torch.save `obj` to `path` atomically (tetraformer.files.atomic_write)."""
+    atomic_write(path, lambda f: torch.save(obj, f))
 
 
 def remove_partials(directory: Path) -> int:

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from tasks.image_classification.sources import ImageSet, Reading, read_source
-from tests.tasks.image_classification.conftest import (
+from tests.data.quadrant_images import (
     QUADRANTS,
     SIZE,
     quadrant_images,
@@ -19,6 +18,7 @@ from tests.tasks.image_classification.conftest import (
     write_table,
 )
 from tetraformer.data import LabelVocabulary
+from tetraformer.data.image_sources import ImageSet, Reading, read_source
 
 
 def reading(**options: object) -> Reading:

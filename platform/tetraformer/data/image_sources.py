@@ -13,9 +13,10 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from tasks.image_classification.images import IMAGE_SUFFIXES, Where, array_images, decode_images
-from tetraformer.data import DataError, LabelVocabulary, read_records
-from tetraformer.data.records import LINE_COLUMN, SOURCE_COLUMN
+from tetraformer.data.errors import DataError
+from tetraformer.data.images import IMAGE_SUFFIXES, Where, array_images, decode_images
+from tetraformer.data.labels import LabelVocabulary
+from tetraformer.data.records import LINE_COLUMN, SOURCE_COLUMN, read_records
 
 log = logging.getLogger(__name__)
 CACHE_FOLDER = ".tetraformer-cache"  # beside the data: a hidden folder is never taken for a class

@@ -9,10 +9,10 @@ import pytest
 import torch
 from PIL import Image
 
-from tasks.image_classification import images as images_module
-from tasks.image_classification.images import Normalization, decode_image
-from tasks.image_classification.sources import CACHE_FOLDER, Reading, read_source
-from tests.tasks.image_classification.conftest import SIZE, write_folder
+from tests.data.quadrant_images import SIZE, write_folder
+from tetraformer.data import images as images_module
+from tetraformer.data.image_sources import CACHE_FOLDER, Reading, read_source
+from tetraformer.data.images import Normalization, decode_image
 
 
 def save(path: Path, image: Image.Image) -> Path:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,8 @@ import torch.nn.functional as F
 from PIL import Image, UnidentifiedImageError
 from torch import Tensor
 
-from tetraformer.data import DataError
+from tetraformer.data.errors import DataError
+from tetraformer.files import atomic_write
 
 log = logging.getLogger(__name__)
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
@@ -185,12 +185,9 @@ def _decode_all(paths: Sequence[str], where: Sequence[Where], channels: int, siz
 
 
 def _write_cache(cache: Path, decoded: Decoded) -> None:
-    """Save the decoded split (written aside, then renamed); an unwritable cache folder costs a warning."""
+    """Save the decoded split atomically; an unwritable cache folder costs a warning."""
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache.with_suffix(f".{os.getpid()}.partial")  # each process its own (DDP ranks)
-        torch.save({"images": decoded.images, "kept": decoded.kept}, partial)
-        partial.replace(cache)
+        atomic_write(cache, lambda f: torch.save({"images": decoded.images, "kept": decoded.kept}, f))
         log.info("cached %d decoded images in %s", len(decoded.kept), cache)
     except OSError as err:
         log.warning("cannot write the image cache %s (%s); images will be decoded again next run", cache, err)

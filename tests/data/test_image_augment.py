@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tasks.image_classification.augment import (
+from tetraformer.data.image_augment import (
     Augmentation,
     cutmix,
     mixup,
