@@ -5,8 +5,11 @@ the same shapes built by `transformers` (random weights from configs, attn_imple
 in fp32 and under bf16 autocast, in one run. Both sides get the same inputs, the same loss code and
 the same optimizer (torch.optim.AdamW, identical settings), so the ratio measures the models.
 
+Our models run bf16 on a CPU as training runs them there: with accel's layout-choosing Linear
+(tetraformer/accel/bf16_linear.py); stock nn.Linear in fp32 and on GPUs.
+
 Method: per dtype one warm-up step per side and family (on a CPU the first bf16 step
-also times its matmul layouts, see core/matmul_layout.py), then up to --rounds rounds of --steps steps
+also times its matmul layouts, see accel/chooser.py), then up to --rounds rounds of --steps steps
 that interleave ours and HF (alternating which goes first), so drift on a busy machine hits both
 alike. Throughput comes from each side's median step time; the ratio is the median over rounds of
 HF's step time over ours in the same round. A cell stops adding rounds after --budget seconds: on a
@@ -38,6 +41,7 @@ from bench_models import BUILDERS, HF_ATTENTION, Batch, LossFn, Pair, check_para
 from bench_table import CLOCKS, add_clock_option, format_rows, machine
 from torch import nn
 
+from tetraformer.accel import bf16_layouts
 from tetraformer.training.callbacks.peak import measure_matmuls, synchronize
 
 FAMILIES = ("bert", "gpt", "t5", "vit")
@@ -106,6 +110,11 @@ def make_step(model: nn.Module, loss_fn: LossFn, batch: Batch, device: torch.dev
         opt.step()
 
     return step
+
+
+def layouts(model: nn.Module, dtype_name: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """What training applies to our model in this dtype: accel's measured bf16 layouts on a CPU, else nothing."""
+    return bf16_layouts(model) if device.type == "cpu" and dtype_name == "bf16" else contextlib.nullcontext()
 
 
 def time_steps(step: Step, dtype: torch.dtype, n: int, device: torch.device, clock: str = "wall") -> float:
@@ -252,12 +261,13 @@ def run_family(family: str, args: argparse.Namespace) -> list[Result]:
     }
     results = []
     for dtype in args.dtypes:
-        for step in steps.values():  # per dtype: the first bf16 step on a CPU also times its matmul layouts
-            time_steps(step, DTYPES[dtype], args.warmup, args.device)
-        result = bench(pair, steps, dtype, args)
-        print(f"  {family} {dtype}: ratio {result.ratio:.2f} over {result.rounds} round(s)", flush=True)
-        if args.profile and result.ratio < SLOW[dtype]:
-            profile(pair, steps, dtype, args)
+        with layouts(pair.ours, dtype, args.device):
+            for step in steps.values():  # per dtype: the first bf16 step on a CPU also times its matmul layouts
+                time_steps(step, DTYPES[dtype], args.warmup, args.device)
+            result = bench(pair, steps, dtype, args)
+            print(f"  {family} {dtype}: ratio {result.ratio:.2f} over {result.rounds} round(s)", flush=True)
+            if args.profile and result.ratio < SLOW[dtype]:
+                profile(pair, steps, dtype, args)
         results.append(result)
     return results
 

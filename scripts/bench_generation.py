@@ -33,6 +33,7 @@ from bench_models import HF_ATTENTION, SHAPE, VOCAB, seeded
 from bench_table import CLOCKS, add_clock_option, format_rows, machine
 from torch import Tensor, nn
 
+from tetraformer.accel import decoding
 from tetraformer.core import GenerationConfig, generate
 from tetraformer.interop import load_hf
 
@@ -120,7 +121,7 @@ def prompts(batch: int, length: int) -> Tensor:
 
 
 def ours_call(model: nn.Module, ids: Tensor, beams: int, new_tokens: int) -> Generate:
-    """Our generate on the prompts; returns only the new tokens."""
+    """Our generate on the prompts, in accel's decoding layouts; returns only the new tokens."""
     config = GenerationConfig(
         max_new_tokens=new_tokens,
         num_beams=beams,
@@ -130,7 +131,12 @@ def ours_call(model: nn.Module, ids: Tensor, beams: int, new_tokens: int) -> Gen
     )
     mask = torch.ones_like(ids)
     prompt_len = 0 if hasattr(model, "encode") else ids.shape[1]
-    return lambda: generate(model, ids, mask, config)[:, prompt_len:]
+
+    def call() -> Tensor:
+        with decoding(model, len(ids) * beams):  # as the platform's generation entry point decodes
+            return generate(model, ids, mask, config)[:, prompt_len:]
+
+    return call
 
 
 def hf_call(model: nn.Module, ids: Tensor, beams: int, new_tokens: int) -> Generate:

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 import transformers
 
-from tetraformer.core.matmul_layout import cpu_model
+from tetraformer.accel.chooser import cpu_model
 
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}  # cpu: this process's CPU seconds
 ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")  # oneDNN's ISAs

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import torch
-
-from tetraformer.core import matmul_layout
 
 
 @pytest.fixture(scope="package", autouse=True)
@@ -17,21 +15,3 @@ def _single_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
-
-
-@pytest.fixture
-def prefer(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Callable[[str], list[str]]:
-    """prefer(name): the measured-choice chooser finds the candidate called `name` fastest everywhere (a fake
-    timer, nothing runs); returns the list of keys it was asked to time."""
-
-    def install(name: str) -> list[str]:
-        keys: list[str] = []
-
-        def timer(key: str, candidate: str, call: object, best: float) -> float:
-            keys.append(key)
-            return 1e-3 if candidate == name else 5e-3
-
-        monkeypatch.setattr(matmul_layout, "CHOOSER", matmul_layout.LayoutChooser(timer, tmp_path / "layouts.json"))
-        return keys
-
-    return install

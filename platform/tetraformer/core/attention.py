@@ -8,7 +8,6 @@ from torch import Tensor, nn
 
 from tetraformer.core.cache import LayerCache
 from tetraformer.core.config import TransformerConfig
-from tetraformer.core.linear import Linear
 from tetraformer.core.positions import Rotary
 
 
@@ -21,11 +20,11 @@ class Attention(nn.Module):
         self.inner, self.backend, self.dropout = cfg.inner_dim, cfg.attention, cfg.attn_dropout
         self.scale = cfg.head_dim**-0.5 if cfg.scale_attention else 1.0
         if cross:
-            self.q = Linear(cfg.d_model, self.inner, bias=cfg.use_qkv_bias)
-            self.kv = Linear(cfg.d_model, 2 * self.inner, bias=cfg.use_qkv_bias)
+            self.q = nn.Linear(cfg.d_model, self.inner, bias=cfg.use_qkv_bias)
+            self.kv = nn.Linear(cfg.d_model, 2 * self.inner, bias=cfg.use_qkv_bias)
         else:
-            self.qkv = Linear(cfg.d_model, 3 * self.inner, bias=cfg.use_qkv_bias)
-        self.out = Linear(self.inner, cfg.d_model, bias=cfg.bias)
+            self.qkv = nn.Linear(cfg.d_model, 3 * self.inner, bias=cfg.use_qkv_bias)
+        self.out = nn.Linear(self.inner, cfg.d_model, bias=cfg.bias)
 
     def forward(
         self,

@@ -11,13 +11,11 @@ Call `model.eval()` first: generation does not switch dropout off.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from tetraformer.core.packed import packed_linears
 from tetraformer.core.sampling import greedy, sample
 
 
@@ -145,24 +143,6 @@ class Seq2SeqSession:
 Session = CausalSession | Seq2SeqSession
 
 
-def decoding_layout(model: nn.Module, rows: int) -> AbstractContextManager:
-    """Within, the model multiplies `rows` rows per step in its fastest weight layout on this device.
-
-    One row: the LM head's transposed weight copy (when it offers one); more: oneDNN-packed Linear weights.
-    """
-    if rows > 1:
-        return packed_linears(_step_modules(model), rows)
-    one_row = getattr(model.lm_head, "one_row_decoding", None)
-    return one_row() if one_row is not None else nullcontext()
-
-
-def _step_modules(model: nn.Module) -> list[nn.Module]:
-    """The modules each decoding step runs: an encoder-decoder's encoder runs once, so it is not repacked."""
-    if hasattr(model, "encode") and hasattr(model, "decoder") and hasattr(model, "lm_head"):
-        return [model.decoder, model.lm_head]
-    return [model]
-
-
 def position_ids(input_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
     """(B, T) positions counted over real tokens (cumsum - 1, pads clamped to 0)."""
     if attention_mask is None:
@@ -192,18 +172,16 @@ def generate(
     config = config or GenerationConfig()
     if config.num_beams > 1:
         return beam_search(model, input_ids, attention_mask, config)
-    with decoding_layout(model, len(input_ids)):
-        session, prompt = _start(model, input_ids, attention_mask, config)
-        new = _decode(session, config, _generator(config.seed, input_ids.device))
+    session, prompt = _start(model, input_ids, attention_mask, config)
+    new = _decode(session, config, _generator(config.seed, input_ids.device))
     return torch.cat((prompt, new), dim=1) if prompt is not None else new
 
 
 @torch.no_grad()
 def beam_search(model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None, config: GenerationConfig) -> Tensor:
     """Beam search with config.num_beams beams (one beam equals greedy); outputs laid out as `generate`'s."""
-    with decoding_layout(model, len(input_ids) * config.num_beams):
-        session, prompt = _start(model, input_ids, attention_mask, config)
-        new = _beam_decode(session, config)
+    session, prompt = _start(model, input_ids, attention_mask, config)
+    new = _beam_decode(session, config)
     return torch.cat((prompt, new), dim=1) if prompt is not None else new
 
 

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from functools import partial
 from typing import Literal, get_args
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tetraformer.core import matmul_layout
 from tetraformer.core.config import TransformerConfig
 from tetraformer.core.layers import ACTIVATIONS, make_norm
-from tetraformer.core.linear import Linear
 
 Pooling = Literal["cls", "mean", "last", "decoder"]  # decoder: a one-step decoder state (encoder-decoder)
 POOLINGS: tuple[str, ...] = get_args(Pooling)
@@ -25,54 +19,15 @@ class LMHead(nn.Module):
 
     def __init__(self, cfg: TransformerConfig, embedding: nn.Embedding | None = None) -> None:
         super().__init__()
-        self.proj = Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.proj = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings and embedding is not None:
             self.proj.weight = embedding.weight
         self.scale = cfg.d_model**-0.5 if cfg.tie_embeddings and cfg.rescale_tied_logits else 1.0
-        self.row_weight: Tensor | None = None  # (D, V), set only within one_row_decoding
 
     def forward(self, h: Tensor) -> Tensor:
         """(B, T, D) -> (B, T, V)."""
         h = h * self.scale if self.scale != 1.0 else h
-        if self.row_weight is not None and h.numel() == h.shape[-1]:
-            return h @ self.row_weight  # (1, D) @ (D, V)
         return self.proj(h)
-
-    @contextmanager
-    def one_row_decoding(self) -> Iterator[None]:
-        """Within, a one-row input goes through a (D, V) transposed copy of the weight, made on entry, where
-        that was timed faster here than F.linear's one-row kernel (it streams the weight ~3x faster on the
-        AVX-512 machine it was found on); the vocabulary projection is a decoding step's largest matmul.
-        Anything else (GPU, autocast, a bias, a wrapped or hooked projection) keeps F.linear.
-        """
-        if not plain_cpu_projection(self.proj) or not transposed_row_faster(self.proj.weight):
-            yield
-            return
-        self.row_weight = self.proj.weight.detach().t().contiguous()  # (D, V)
-        try:
-            yield
-        finally:
-            self.row_weight = None
-
-
-def transposed_row_faster(weight: Tensor) -> bool:
-    """Whether one row times the (D, V) transposed copy of this (V, D) weight beats F.linear here (timed once)."""
-    w = weight.detach()
-    v, d = w.shape
-
-    def calls() -> dict[str, Callable[[], object]]:
-        x, w_t = torch.randn(1, d, dtype=w.dtype), w.t().contiguous()  # (1, D), (D, V)
-        return {"linear": partial(F.linear, x, w), "rows": partial(torch.matmul, x, w_t)}
-
-    return matmul_layout.CHOOSER.pick(f"row 1x{d}x{v} {w.dtype}", "linear", calls) == "rows"
-
-
-def plain_cpu_projection(proj: nn.Module) -> bool:
-    """Whether a projection is our unhooked, bias-free Linear with a CPU weight, outside autocast."""
-    hooked = bool(proj._forward_hooks or proj._forward_pre_hooks)
-    if type(proj) is not Linear or proj.bias is not None or hooked or type(proj.weight) is not nn.Parameter:
-        return False
-    return proj.weight.device.type == "cpu" and not torch.is_autocast_enabled("cpu")
 
 
 class MaskedLMHead(nn.Module):
@@ -81,11 +36,11 @@ class MaskedLMHead(nn.Module):
     def __init__(self, cfg: TransformerConfig, embedding: nn.Embedding | None = None) -> None:
         super().__init__()
         self.dense, self.act, self.norm = (
-            Linear(cfg.d_model, cfg.d_model),
+            nn.Linear(cfg.d_model, cfg.d_model),
             ACTIVATIONS[cfg.activation],
             make_norm(cfg),
         )
-        self.proj = Linear(cfg.d_model, cfg.vocab_size)
+        self.proj = nn.Linear(cfg.d_model, cfg.vocab_size)
         if cfg.tie_embeddings and embedding is not None:
             self.proj.weight = embedding.weight
 
@@ -114,9 +69,9 @@ class ClassificationHead(nn.Module):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling={pooling!r}; expected one of {POOLINGS}")
         self.pooling = pooling
-        self.pooler = nn.Sequential(Linear(d_model, d_model), nn.Tanh()) if pooler else nn.Identity()
+        self.pooler = nn.Sequential(nn.Linear(d_model, d_model), nn.Tanh()) if pooler else nn.Identity()
         self.dropout = nn.Dropout(dropout)
-        self.classifier = Linear(d_model, num_classes)
+        self.classifier = nn.Linear(d_model, num_classes)
 
     def forward(self, h: Tensor, mask: Tensor | None = None) -> Tensor:
         """(B, T, D) features and (B, T) real-token mask -> (B, num_classes) logits."""
@@ -144,7 +99,7 @@ class TokenClassificationHead(nn.Module):
 
     def __init__(self, d_model: int, num_labels: int, dropout: float = 0.0) -> None:
         super().__init__()
-        self.dropout, self.classifier = nn.Dropout(dropout), Linear(d_model, num_labels)
+        self.dropout, self.classifier = nn.Dropout(dropout), nn.Linear(d_model, num_labels)
 
     def forward(self, h: Tensor) -> Tensor:
         """(B, T, D) -> (B, T, num_labels)."""

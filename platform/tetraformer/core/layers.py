@@ -11,7 +11,6 @@ from torch import Tensor, nn
 from tetraformer.core.attention import Attention
 from tetraformer.core.cache import LayerCache
 from tetraformer.core.config import TransformerConfig
-from tetraformer.core.linear import Linear
 from tetraformer.core.positions import Rotary
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
@@ -37,8 +36,8 @@ class FeedForward(nn.Module):
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
         self.gated, self.act = cfg.gated, ACTIVATIONS[cfg.activation]
-        self.up = Linear(cfg.d_model, (2 if cfg.gated else 1) * cfg.d_ff, bias=cfg.bias)
-        self.down = Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
+        self.up = nn.Linear(cfg.d_model, (2 if cfg.gated else 1) * cfg.d_ff, bias=cfg.bias)
+        self.down = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
         self.dropout = nn.Dropout(cfg.ffn_dropout)
 
     def forward(self, x: Tensor) -> Tensor:

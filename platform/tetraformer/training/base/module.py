@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 from torchmetrics import Metric
 
+from tetraformer.accel import use_bf16_layouts
 from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.core.config import TransformerConfig
 from tetraformer.data.collate import IGNORE_INDEX
@@ -126,9 +127,18 @@ class TaskModule(L.LightningModule):
 
     # --- network lifecycle -------------------------------------------------------------------------
     def configure_model(self) -> None:
-        """Build the network from the datamodule's tokenizer, load starting weights if asked, compile if asked."""
-        if self.net is not None or self._trainer is None:
-            return  # already built, or loading a checkpoint outside a Trainer: on_load_checkpoint builds it
+        """Build the network from the datamodule's tokenizer, load starting weights if asked, compile if asked;
+        on a CPU in bf16, give its Linear layers the measured bf16 layouts."""
+        if self._trainer is None:
+            return  # loading a checkpoint outside a Trainer: on_load_checkpoint builds the network
+        if self.net is None:
+            self._build_network()
+        if self._cpu_bf16() and not self.compile_network:
+            layers = use_bf16_layouts(self.net)
+            log.debug("bf16 CPU run: %d Linear layers take the measured layouts", len(layers))
+
+    def _build_network(self) -> None:
+        """The network of the datamodule's data (or of `init_from`), compiled if asked."""
         datamodule = self.trainer.datamodule
         self.tokenizer = getattr(datamodule, "tokenizer", None)
         if self.init_from:
@@ -137,6 +147,11 @@ class TaskModule(L.LightningModule):
             self.net = self.make_network(self.network_config(datamodule))
         if self.compile_network:
             compile_blocks(self.net)
+
+    def _cpu_bf16(self) -> bool:
+        """Whether the Trainer runs this module on the CPU in bf16 (bf16-mixed autocast or bf16-true weights)."""
+        trainer = self.trainer
+        return trainer.strategy.root_device.type == "cpu" and str(trainer.precision).startswith("bf16")
 
     def _pretrained_network(self, datamodule: Any) -> nn.Module:
         """The network of `init_from`, fitted to the data, with its weights loaded."""

@@ -1,4 +1,5 @@
-"""Text in, text out: tokenized prompts, the core's cached generation, stop strings and streaming."""
+"""Text in, text out: tokenized prompts, the core's cached generation (in accel's decoding layouts), stop strings
+and streaming."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor, nn
 
+from tetraformer.accel import decoding
 from tetraformer.core.generation import GenerationConfig, generate
 from tetraformer.data.tokenizer import decoder_start_token
 from tetraformer.training.base.compile import eager_decoding
@@ -119,7 +121,7 @@ def generate_text(
         stop=_stop_hook(tokenizer, config.stop) if config.stop else None,
         on_token=streamer.push if streamer is not None else None,
     )
-    with eager_decoding():
+    with eager_decoding(), decoding(net, len(ids) * config.num_beams):
         out = generate(net, ids, mask, core)
     new = out if encoder_decoder else out[:, ids.shape[1] :]
     texts = [_cut(tokenizer.decode(row, skip_special_tokens=True), config.stop) for row in new.tolist()]

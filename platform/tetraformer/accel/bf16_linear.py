@@ -1,19 +1,23 @@
 """nn.Linear whose bf16 CPU matmuls run in the operand layout this machine's kernels are fastest in.
 
-On the CPU in bf16 (autocast or bf16 weights) each of a Linear's three products (forward, input gradient,
-weight gradient) runs in the layout `matmul_layout.CHOOSER` timed fastest for its shape. Where every
-product's pick is the layout nn.Linear uses anyway (CPUs with fast bf16 kernels in every layout), the call
-is plain F.linear. Everywhere else (fp32, GPUs, torch.compile) it is plain nn.Linear.
+`use_bf16_layouts` turns a built network's stock nn.Linear layers into `LayoutLinear` in place (same parameters
+and state-dict keys). On the CPU in bf16 (autocast or bf16 weights) each of its three products (forward, input
+gradient, weight gradient) runs in the layout `chooser.CHOOSER` timed fastest for its shape. Where every
+product's pick is the layout nn.Linear uses anyway (CPUs with fast bf16 kernels in every layout), the call is
+plain F.linear, as it is outside bf16 on the CPU.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tetraformer.core import matmul_layout
-from tetraformer.core.matmul_layout import NATURAL, matmul
+from tetraformer.accel import chooser
+from tetraformer.accel.chooser import NATURAL, matmul
 
 
 class _LaidOutLinear(torch.autograd.Function):
@@ -49,7 +53,7 @@ def layout_plan(x: Tensor, weight: Tensor) -> dict[str, str]:
     """Each product's layout for x (M, N) and weight (K, N); only the forward's when no gradient is needed."""
     shape = (x.shape[0], weight.shape[1], weight.shape[0])
     grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
-    return {p: matmul_layout.CHOOSER.layout(p, shape) if grad or p == "fwd" else NATURAL[p] for p in NATURAL}
+    return {p: chooser.CHOOSER.layout(p, shape) if grad or p == "fwd" else NATURAL[p] for p in NATURAL}
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -66,13 +70,28 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return y.reshape(*x.shape[:-1], weight.shape[0])
 
 
-class Linear(nn.Linear):
+class LayoutLinear(nn.Linear):
     """nn.Linear (same parameters and state-dict keys) with the measured bf16 CPU layouts."""
-
-    packed: Tensor | None = None  # oneDNN-packed weight, set only within core.packed.packed_linears
 
     def forward(self, x: Tensor) -> Tensor:
         """(..., in) -> (..., out)."""
-        if self.packed is not None and not torch.is_grad_enabled():
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
         return linear(x, self.weight, self.bias)
+
+
+def use_bf16_layouts(net: nn.Module) -> list[nn.Linear]:
+    """Make every stock nn.Linear of `net` a LayoutLinear in place (its parameters untouched); returns them."""
+    layers = [m for m in net.modules() if type(m) is nn.Linear]
+    for layer in layers:
+        layer.__class__ = LayoutLinear
+    return layers
+
+
+@contextmanager
+def bf16_layouts(net: nn.Module) -> Iterator[None]:
+    """Within, `net`'s stock nn.Linear layers are LayoutLinear; stock again on exit."""
+    layers = use_bf16_layouts(net)
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.__class__ = nn.Linear

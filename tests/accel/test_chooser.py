@@ -6,12 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
-import torch.nn.functional as F
 
-from tetraformer.core import linear as linear_module
-from tetraformer.core import matmul_layout
-from tetraformer.core.matmul_layout import (
+from tests.accel.fakes import bf16_close, fake_timer
+from tetraformer.accel.chooser import (
     CANDIDATES,
     NATURAL,
     LayoutChooser,
@@ -24,24 +21,6 @@ from tetraformer.core.matmul_layout import (
 )
 
 SHAPE = (40, 24, 56)  # (M, N, K)
-
-
-def fake_timer(fastest: dict[str, str], calls: list[tuple[str, str]] | None = None):
-    """A timer that reports 1 ms for the `fastest` candidate of each product (the key's first word) and 5 ms for
-    the rest, running nothing."""
-
-    def timer(key: str, name: str, call: object, best: float) -> float:
-        product = key.split()[0]
-        if calls is not None:
-            calls.append((product, name))
-        return 1e-3 if name == fastest[product] else 5e-3
-
-    return timer
-
-
-def bf16_close(ours: torch.Tensor, ref: torch.Tensor) -> None:
-    """Equal up to the last bf16 bit: kernels of different layouts may accumulate in a different order."""
-    torch.testing.assert_close(ours.float(), ref.float(), rtol=2**-7, atol=2**-7 * ref.float().abs().max().item())
 
 
 @pytest.mark.parametrize("product", list(NATURAL))
@@ -77,6 +56,15 @@ def test_choices_persist_per_machine_and_shape_bucket(tmp_path: Path) -> None:
     assert LayoutChooser(never, path).layout("fwd", (999, 24, 56)) == "cr"
 
 
+def test_cache_file_follows_tetraformer_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Without a path the chooser writes $TETRAFORMER_CACHE_DIR/matmul_layouts.json."""
+    monkeypatch.setenv("TETRAFORMER_CACHE_DIR", str(tmp_path / "cache"))
+    assert LayoutChooser(fake_timer({"dw": "rc"})).layout("dw", SHAPE) == "rc"
+    assert json.loads((tmp_path / "cache" / "matmul_layouts.json").read_text()) == {
+        machine_key(): {"dw 64x24x56": "rc"}
+    }
+
+
 def test_unreadable_cache_is_ignored(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A corrupt cache file is warned about and rewritten; it never stops a run."""
     path = tmp_path / "layouts.json"
@@ -108,56 +96,6 @@ def test_every_layout_computes_the_same_product(product: str) -> None:
     assert all(time_call("k", name, call, float("inf")) > 0 for name, call in layout_calls(product, SHAPE).items())
 
 
-def forward_backward(x: torch.Tensor, layer: torch.nn.Linear, use_core: bool) -> list[torch.Tensor]:
-    """Output and (x, weight, bias) gradients under CPU bf16 autocast, through the core linear or F.linear."""
-    x = x.detach().clone().requires_grad_()
-    layer.zero_grad()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        y = (linear_module.linear if use_core else F.linear)(x, layer.weight, layer.bias)
-    y.float().square().sum().backward()
-    return [y, x.grad, layer.weight.grad, layer.bias.grad]
-
-
-@pytest.mark.parametrize("pick", ["natural", "transposed", "mixed"])
-def test_linear_gives_the_same_results_in_any_plan(pick: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Whatever the timer picks, the core Linear's output and gradients equal nn.Linear's under bf16 autocast."""
-    fastest = {
-        "natural": NATURAL,
-        "transposed": dict.fromkeys(NATURAL, "cr"),
-        "mixed": {"fwd": "cr", "dx": "rc", "dw": "rc"},
-    }[pick]
-    monkeypatch.setattr(matmul_layout, "CHOOSER", LayoutChooser(fake_timer(fastest), tmp_path / "l.json"))
-    layer, x = torch.nn.Linear(24, 56), torch.randn(4, 10, 24)
-    assert linear_module.layout_plan(x.reshape(-1, 24).requires_grad_(), layer.weight) == fastest
-    for ours, ref in zip(forward_backward(x, layer, True), forward_backward(x, layer, False), strict=True):
-        assert ours.dtype == ref.dtype and ours.shape == ref.shape
-        bf16_close(ours, ref)
-
-
-def test_inference_times_only_the_forward(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Under no_grad only the forward product is timed; fp32 never asks the chooser."""
-    calls: list[tuple[str, str]] = []
-    monkeypatch.setattr(matmul_layout, "CHOOSER", LayoutChooser(fake_timer(NATURAL, calls), tmp_path / "l.json"))
-    layer = torch.nn.Linear(24, 56)
-    linear_module.linear(torch.randn(5, 24), layer.weight, layer.bias)
-    assert calls == []
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        linear_module.linear(torch.randn(5, 24), layer.weight, layer.bias)
-    assert {product for product, _ in calls} == {"fwd"}
-
-
 def test_bucket_rounds_rows_up_to_a_power_of_two() -> None:
     """Row counts share a timing with every count up to the next power of two."""
     assert [bucket(m) for m in (1, 2, 3, 1000, 1024, 1025)] == [1, 2, 4, 1024, 1024, 2048]
-
-
-def test_bf16_weights_without_autocast_take_the_chosen_layout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """bf16-true (bf16 weights and inputs, no autocast) is a bf16 CPU matmul too: laid out as chosen, same result."""
-    calls: list[tuple[str, str]] = []
-    fastest = dict.fromkeys(NATURAL, "cr")
-    monkeypatch.setattr(matmul_layout, "CHOOSER", LayoutChooser(fake_timer(fastest, calls), tmp_path / "l.json"))
-    layer = torch.nn.Linear(24, 56).to(torch.bfloat16)
-    x = torch.randn(3, 7, 24, dtype=torch.bfloat16)
-    y = linear_module.linear(x, layer.weight, layer.bias)
-    assert {product for product, _ in calls} == set(NATURAL) and y.dtype == torch.bfloat16
-    bf16_close(y, F.linear(x, layer.weight, layer.bias))

@@ -2,9 +2,9 @@
 
 At 4-32 rows oneDNN's packed-weight kernel ran those products ~2x faster than the MKL kernel F.linear
 calls on the AVX-512 machine this was found on (MKL 2024.2 / oneDNN 3.12), and slower on tiny layers, so
-each weight shape is timed both ways on the machine that runs (`matmul_layout.CHOOSER`, cached per machine).
-`packed_linears` packs the core Linear layers where packing won on entry and drops the copies on exit;
-`Linear.forward` uses a copy while gradients are off.
+each weight shape is timed both ways on the machine that runs (`chooser.CHOOSER`, cached per machine).
+`packed_linears` makes the Linear layers where packing won `PackedLinear` on entry, and gives them back their
+own class (and drops the copies) on exit.
 """
 
 from __future__ import annotations
@@ -17,8 +17,22 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tetraformer.core import matmul_layout
-from tetraformer.core.linear import Linear
+from tetraformer.accel import chooser
+from tetraformer.accel.bf16_linear import LayoutLinear
+
+PLAIN_LINEARS = (nn.Linear, LayoutLinear)  # classes whose forward is F.linear in fp32: a packed copy may stand in
+
+
+class PackedLinear(nn.Linear):
+    """nn.Linear that multiplies by a oneDNN-packed copy of its weight while gradients are off."""
+
+    packed: Tensor  # set by packed_linears
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(..., in) -> (..., out)."""
+        if torch.is_grad_enabled():
+            return F.linear(x, self.weight, self.bias)
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
 
 @contextmanager
@@ -30,37 +44,43 @@ def packed_linears(modules: list[nn.Module], rows: int) -> Iterator[None]:
     The copies cost one pass over the weights on entry and the weights' size in memory until exit.
     Nothing is packed under FSDP, whose units gather their weights only inside their forward.
     """
-    found = {id(m): m for module in modules for m in module.modules() if type(m) is Linear and _packable(m.weight)}
+    found = {id(m): m for module in modules for m in module.modules() if _packable(m)}
     usable = _onednn() and not _sharded(modules)
-    layers = [m for m in found.values() if packed_faster(m, rows)] if usable else []
+    layers = [(m, type(m)) for m in found.values() if packed_faster(m, rows)] if usable else []
     try:
-        for layer in layers:
+        for layer, _ in layers:
             layer.packed = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), rows)
+            layer.__class__ = PackedLinear
         yield
     finally:
-        for layer in layers:
-            layer.packed = None
+        for layer, cls in layers:
+            layer.__class__ = cls
+            del layer.packed
 
 
-def packed_faster(layer: Linear, rows: int) -> bool:
+def packed_faster(layer: nn.Linear, rows: int) -> bool:
     """Whether `rows` rows times this layer's packed weight beat F.linear here (timed once per shape)."""
     w = layer.weight.detach()
     out_features, in_features = w.shape
 
     def calls() -> dict[str, Callable[[], object]]:
-        x, packed = torch.randn(rows, in_features), torch.ops.mkldnn._reorder_linear_weight(w, rows)
+        x, packed = chooser.probe(rows, in_features), torch.ops.mkldnn._reorder_linear_weight(w, rows)
         pointwise = torch.ops.mkldnn._linear_pointwise
         return {
             "linear": partial(F.linear, x, w, layer.bias),
             "packed": partial(pointwise, x, packed, layer.bias, "none", [], ""),
         }
 
-    key = f"packed {matmul_layout.bucket(rows)}x{in_features}x{out_features} {w.dtype}"
-    return matmul_layout.CHOOSER.pick(key, "linear", calls) == "packed"
+    key = f"packed {chooser.bucket(rows)}x{in_features}x{out_features} {w.dtype}"
+    return chooser.CHOOSER.pick(key, "linear", calls) == "packed"
 
 
-def _packable(weight: Tensor) -> bool:
-    """A plain fp32 CPU weight (no tensor subclass such as a DTensor), outside autocast (which packing would bypass)."""
+def _packable(module: nn.Module) -> bool:
+    """A plain Linear with a plain fp32 CPU weight (no tensor subclass such as a DTensor), outside autocast (which
+    packing would bypass)."""
+    if type(module) not in PLAIN_LINEARS:
+        return False
+    weight = module.weight
     plain = type(weight.data) is torch.Tensor and weight.device.type == "cpu" and weight.dtype == torch.float32
     return plain and not torch.is_autocast_enabled("cpu")
 

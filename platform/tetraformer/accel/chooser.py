@@ -5,6 +5,8 @@ faster than the `x @ W.T` and `g @ W` nn.Linear issues; with AVX-512 BF16 every 
 copies a re-laid operand needs are pure cost. So each product of a Linear (forward, input gradient, weight
 gradient) is timed in its candidate layouts the first time its shape is seen, the fastest is kept, and the
 choices go to a JSON file keyed by the machine, so later runs on it skip the timing.
+Candidates are timed on values from a private generator: a run's random stream (so its dropout masks and data
+order) is the same whether the cache held a choice or not.
 
 A layout names the memory order of A and B in `A @ B`: "r" row-major (contiguous), "c" column-major (a
 contiguous transpose). The math is the same in every layout; only the kernel oneDNN picks changes.
@@ -52,10 +54,15 @@ def matmul(a: Tensor, b: Tensor, layout: str, bias: Tensor | None = None) -> Ten
     return torch.addmm(bias, a, b) if bias is not None else a @ b
 
 
+def probe(*size: int, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Values to time kernels on, drawn from a private generator: nothing is drawn from the global random stream."""
+    return torch.randn(*size, dtype=dtype, generator=torch.Generator().manual_seed(0))
+
+
 def operands(product: str, shape: Shape, dtype: torch.dtype = torch.bfloat16) -> tuple[Tensor, Tensor]:
-    """Random operands of one product of a Linear of this shape, in the layouts nn.Linear has them."""
+    """Operands of one product of a Linear of this shape, in the layouts nn.Linear has them."""
     m, n, k = shape
-    x, w, g = torch.randn(m, n, dtype=dtype), torch.randn(k, n, dtype=dtype), torch.randn(m, k, dtype=dtype)
+    x, w, g = probe(m, n, dtype=dtype), probe(k, n, dtype=dtype), probe(m, k, dtype=dtype)
     return {"fwd": (x, w.t()), "dx": (g, w), "dw": (g.t(), x)}[product]
 
 
@@ -76,7 +83,7 @@ def time_call(key: str, name: str, call: Callable[[], object], best: float) -> f
 
 
 def layout_calls(product: str, shape: Shape) -> dict[str, Callable[[], Tensor]]:
-    """One call per candidate layout of a product, on random operands of the shape."""
+    """One call per candidate layout of a product, on operands of the shape."""
     a, b = operands(product, shape)
     return {layout: functools.partial(matmul, a, b, layout) for layout in CANDIDATES[product]}
 
@@ -115,7 +122,7 @@ def cache_path() -> Path:
 
 class LayoutChooser:
     """Picks the fastest of a few equivalent ways to compute something, by timing them once per key on this
-    machine; remembers the picks in a file. Linear's bf16 products are its main user."""
+    machine; remembers the picks in a file. LayoutLinear's bf16 products are its main user."""
 
     def __init__(self, timer: Timer = time_call, path: Path | None = None) -> None:
         self.timer, self.path = timer, path

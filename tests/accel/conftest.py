@@ -1,0 +1,37 @@
+"""accel tests run tiny layers on one thread, with a fake timer wherever a test names the faster candidate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+
+from tetraformer.accel import chooser
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _single_thread() -> Iterator[None]:
+    """Run the package on one torch thread, restoring the previous setting afterwards."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture
+def prefer(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Callable[[str], list[str]]:
+    """prefer(*names): the measured-choice chooser finds the candidates called `names` fastest everywhere (a fake
+    timer, nothing runs); returns the list of keys it was asked to time."""
+
+    def install(*names: str) -> list[str]:
+        keys: list[str] = []
+
+        def timer(key: str, candidate: str, call: object, best: float) -> float:
+            keys.append(key)
+            return 1e-3 if candidate in names else 5e-3
+
+        monkeypatch.setattr(chooser, "CHOOSER", chooser.LayoutChooser(timer, tmp_path / "layouts.json"))
+        return keys
+
+    return install
