@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tasks.seq2seq.reading import Pair, PairFile, read_pairs, read_parallel, read_sources
-from tetraformer.data import DataError, load_tokenizer, read_text
+from tetraformer.data import DataError, read_text
 from tetraformer.data.files import resolve_files
 from tetraformer.data.records import RecordFormat
 from tetraformer.data.run_tokenizer import prepare_run_tokenizer
@@ -17,7 +17,6 @@ from tetraformer.data.splits import train_val_split
 from tetraformer.data.text import text_format
 from tetraformer.data.tokenizer import decoder_start_token
 from tetraformer.training.base.datamodule import TaskDataModule
-from tetraformer.training.checkpointing.loading import source_tokenizer
 
 log = logging.getLogger(__name__)
 Row = dict[str, Any]  # input_ids, labels (absent when predicting), source, target, record; or input_ids, noise_seed
@@ -70,12 +69,11 @@ class Seq2SeqData(TaskDataModule):
         self.objective, self.text_field, self.extra_ids = objective, text_field, extra_ids
         self.noise = {"noise_density": noise_density, "mean_span_length": mean_span_length}
 
-    # --- tokenizer -----------------------------------------------------------------------------------
-    def init_from(self) -> str | None:
-        """The module's `init_from` source: its tokenizer is the one the pretrained embedding knows."""
-        module = self.trainer.lightning_module if self.trainer is not None else None
-        return getattr(module, "init_from", None)
+    def spec_fields(self) -> dict[str, Any]:
+        """The source prefix, which `generate` puts before prompts that lack it."""
+        return {"extras": {"source_prefix": self.source_prefix}}
 
+    # --- tokenizer -----------------------------------------------------------------------------------
     def sequence_length(self) -> tuple[str, int]:
         """The longest sequence a batch holds, and the option that sets it."""
         if self.max_target_length > self.max_source_length:
@@ -84,7 +82,7 @@ class Seq2SeqData(TaskDataModule):
 
     def prepare_data(self) -> None:
         """Train the run's tokenizer on both sides of the training pairs, unless one is configured or inherited."""
-        if self.tokenizer_path or self.init_from():
+        if self.tokenizer_path or self.init_from:
             return
         corpus = self.run_dir() / CORPUS
         if self.objective == "span_corruption":
@@ -95,17 +93,6 @@ class Seq2SeqData(TaskDataModule):
         prepare_run_tokenizer(
             self.tokenizer_dir(), [corpus], self.tokenizer_type, self.vocab_size, "text", "utf-8", extra_ids=extra_ids
         )
-
-    def load_run_tokenizer(self) -> Any:
-        """The configured tokenizer, else the init_from source's, else the one trained into the run directory."""
-        if self.tokenizer_path:
-            return load_tokenizer(self.tokenizer_path)
-        if self.init_from():
-            tokenizer = source_tokenizer(self.init_from())
-            if tokenizer is None:
-                raise DataError(f"{self.init_from()} stores no tokenizer: set --data.tokenizer")
-            return tokenizer
-        return load_tokenizer(self.tokenizer_dir())
 
     # --- splits --------------------------------------------------------------------------------------
     def training_pairs(self) -> list[Pair]:

@@ -23,7 +23,7 @@ class TextClassificationData(TaskDataModule):
     """CSV/TSV/JSON/JSONL records with a text (and optional pair) field and a label (or labels) field.
 
     The label vocabulary comes from the training split (sorted) or `labels`; a checkpoint's vocabulary wins
-    when the module brings one (`use_labels`). The TaskDataModule options (paths, tokenizer, batch_size,
+    when the CLI gives its spec (`use_spec`). The TaskDataModule options (paths, tokenizer, batch_size,
     num_workers, val_fraction, seed) pass through `**kwargs`.
     """
 
@@ -63,7 +63,7 @@ class TextClassificationData(TaskDataModule):
 
     def prepare_data(self) -> None:
         """Train the run's tokenizer unless one is configured or the init_from source brings its own."""
-        if self.tokenizer_path or self.init_from():
+        if self.tokenizer_path or self.init_from:
             return
         prepare_run_tokenizer(
             self.run_dir() / "tokenizer",
@@ -99,6 +99,15 @@ class TextClassificationData(TaskDataModule):
             for row in rows:
                 if "label" in row:
                     row["labels"] = vocabulary.encode(row["label"], *row["where"])
+
+    def spec_fields(self) -> dict[str, Any]:
+        """The label vocabulary; with training data, the rows per label (`--model.class_weights balanced`)."""
+        if "train" not in self.datasets:
+            return {"labels": self.vocabulary}
+        return {
+            "labels": self.vocabulary,
+            "extras": {"label_counts": self.label_counts(), "rows": len(self.datasets["train"])},
+        }
 
     def label_counts(self) -> list[int]:
         """How many training rows carry each label (class weights)."""
