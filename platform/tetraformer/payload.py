@@ -1,10 +1,10 @@
 """The Tetraformer checkpoint format: what a .ckpt carries beside the weights, and where a network can start from.
 
 A checkpoint is a torch-saved dict holding `state_dict` (network tensors under `net.`) and, under
-PAYLOAD_KEY, plain data only: the task's class path, the model config, the tokenizer as JSON strings and
-the task's settings. Training writes it, interop builds it from Hugging Face directories, and both read it
-here, so neither imports the other. `init_from` sources other than a .ckpt (a Hugging Face model
-directory) register a reader in STARTING_POINTS.
+PAYLOAD_KEY, plain data only: the task's class path, the model config, the tokenizer as JSON strings, the
+data's DataSpec (DATA_SPEC_KEY) and the task's settings. Training writes it, interop builds it from Hugging
+Face directories, and both read it here, so neither imports the other. `init_from` sources other than a .ckpt
+(a Hugging Face model directory) register a reader in STARTING_POINTS.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from tetraformer.errors import TetraformerError
 from tetraformer.safe_loading import UnsafeCheckpointError, load_torch_file
 
 PAYLOAD_KEY = "tetraformer"
+DATA_SPEC_KEY = "data_spec"  # the payload's DataSpec state (older checkpoints keep labels etc. in "task")
 NETWORK_PREFIX = "net."  # where a TaskModule keeps its network in `state_dict`
 HF_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 

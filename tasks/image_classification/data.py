@@ -6,13 +6,13 @@ import logging
 from pathlib import Path
 from typing import Any, Literal
 
-from torch import Tensor
 from torch.utils.data import DataLoader
 
 from tetraformer.data import LabelVocabulary
 from tetraformer.data.image_augment import Augmentation
 from tetraformer.data.image_sources import ImageSet, Reading, read_source
 from tetraformer.data.images import Normalization
+from tetraformer.data.spec import DataSpec, ImageSpec
 from tetraformer.errors import ConfigError
 from tetraformer.training.base.datamodule import TaskDataModule
 
@@ -23,9 +23,10 @@ SourceFormat = Literal["folder", "csv", "tsv", "json", "jsonl", "npz"]
 class ImageClassificationData(TaskDataModule):
     """Image folders (ROOT/<class>/<image>), CSV/TSV/JSON/JSONL of path + label, or `.npz` arrays x, y.
 
-    Images are converted to `channels` (1 or 3) and resized to `image_size` (None: the model's
-    `arch.image_size`), decoded once per split into a cached uint8 tensor. The label vocabulary comes from the
-    training split (sorted) or `labels`; mean/std per channel from the training split or `mean`/`std`.
+    Images are converted to `channels` (1 or 3) and resized to `image_size` (None: `model_image_size`, which
+    the CLI links to the model's `arch.image_size`), decoded once per split into a cached uint8 tensor. The label
+    vocabulary comes from the training split (sorted) or `labels`; mean/std per channel from the training split
+    or `mean`/`std`; a checkpoint's spec (`use_spec`) fixes all of them when evaluating it.
     Training batches get the augmentation options; nothing else does. The TaskDataModule options (paths,
     batch_size, num_workers, val_fraction, seed) pass through `**kwargs`.
     """
@@ -48,12 +49,14 @@ class ImageClassificationData(TaskDataModule):
         resized_crop_scale: float = 0.0,
         mixup_alpha: float = 0.0,
         cutmix_alpha: float = 0.0,
+        model_image_size: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.save_hyperparameters()
         self.format, self.path_field, self.label_field = format, path_field, label_field
         self.channels, self.requested_size, self.fixed_labels = channels, image_size, labels
+        self.model_image_size = model_image_size
         self.given_mean, self.given_std = mean, std
         self.cache, self.cache_dir, self.skip_bad_images = cache, cache_dir, skip_bad_images
         self.augmentation = Augmentation(crop_padding, hflip, resized_crop_scale, mixup_alpha, cutmix_alpha)
@@ -63,14 +66,11 @@ class ImageClassificationData(TaskDataModule):
     # --- settings ----------------------------------------------------------------------------------------
     @property
     def image_size(self) -> int:
-        """The size images are resized to: `image_size`, else the model's `arch.image_size`."""
-        if self.requested_size:
-            return self.requested_size
-        module = self.trainer.lightning_module if self.trainer is not None else None
-        arch = getattr(module, "arch", None)
-        if arch is None:
+        """The size images are resized to: `image_size`, else the model's `arch.image_size` (`model_image_size`)."""
+        size = self.requested_size or self.model_image_size
+        if size is None:
             raise ConfigError("set --data.image_size (no model to take arch.image_size from)")
-        return arch.image_size
+        return size
 
     def reading(self) -> Reading:
         """How this data's sources are decoded."""
@@ -124,14 +124,16 @@ class ImageClassificationData(TaskDataModule):
         for split in self.datasets.values():
             split.encode(vocabulary)
 
-    def use_normalization(self, normalization: Normalization) -> None:
-        """Normalise as a trained model's checkpoint says (validate, test, predict)."""
-        self.normalization = normalization
+    def spec_fields(self) -> dict[str, Any]:
+        """The label vocabulary and how images are read: size, channels, mean and std."""
+        image = ImageSpec(self.image_size, self.channels, tuple(self.normalization.mean), tuple(self.normalization.std))
+        return {"labels": self.vocabulary, "image": image}
 
-    def sample_images(self, split: str, n: int) -> tuple[Tensor, Tensor]:
-        """The first n images of a split: (display (n, C, S, S) uint8, pixel_values (n, C, S, S) float)."""
-        display = self.datasets[split].images[:n]
-        return display, self.normalization(display)
+    def use_spec(self, spec: DataSpec) -> None:
+        """Read images as a checkpoint's spec says: its size, channels, normalisation and labels."""
+        self.requested_size, self.channels = spec.image.size, spec.image.channels
+        self.normalization = Normalization(list(spec.image.mean), list(spec.image.std))
+        super().use_spec(spec)
 
     # --- batches -----------------------------------------------------------------------------------------
     def collate(self, batch: dict[str, Any]) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from tasks.image_classification.model import ImagePooling, build_image_classifier
 from tetraformer.core import TransformerConfig
-from tetraformer.data import LabelVocabulary
 from tetraformer.data.images import Normalization, decode_image
+from tetraformer.data.spec import DataSpec
 from tetraformer.training.base.labelled import LabelledTask
 from tetraformer.training.base.module import TaskModule
 from tetraformer.training.base.predictions import top_k_labels
@@ -42,34 +42,28 @@ class ImageClassification(LabelledTask, TaskModule):
         super().__init__(**kwargs)
         self.save_hyperparameters()
         self.pooling, self.top_k, self.attention_images = pooling, top_k, attention_images
-        self.vocabulary: LabelVocabulary | None = None
         self.normalization: Normalization | None = None
 
     # --- network -------------------------------------------------------------------------------------
-    def configure_model(self) -> None:
-        """Take the data's labels and normalisation, then build; without them a checkpoint builds it."""
-        if self.net is None and self._trainer is not None:
-            datamodule = self.trainer.datamodule
-            self.vocabulary = self.vocabulary or getattr(datamodule, "vocabulary", None)
-            self.normalization = self.normalization or getattr(datamodule, "normalization", None)
-            if self.vocabulary is None:
-                return
-        super().configure_model()
+    def use_spec(self, spec: DataSpec) -> None:
+        """Take the data's spec, and its normalisation as the function the network's inputs go through."""
+        super().use_spec(spec)
+        self.normalization = Normalization(list(spec.image.mean), list(spec.image.std))
 
-    def network_config(self, datamodule: Any) -> TransformerConfig:
+    def network_config(self, spec: DataSpec) -> TransformerConfig:
         """The architecture at the data's image size and channels, with no token vocabulary."""
-        return self.arch.replace(image_size=datamodule.image_size, n_channels=datamodule.channels, vocab_size=0)
+        return self.arch.replace(image_size=spec.image.size, n_channels=spec.image.channels, vocab_size=0)
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
         """A ViT classifier with one output per label."""
         return build_image_classifier(cfg, len(self.vocabulary), self.pooling)
 
     def adapt_pretrained(
-        self, cfg: TransformerConfig, state: dict[str, Tensor], datamodule: Any
+        self, cfg: TransformerConfig, state: dict[str, Tensor], spec: DataSpec
     ) -> tuple[TransformerConfig, dict[str, Tensor]]:
         """The source at the data's image size and channels (loading resizes its positions and converts its
         patch projection); its head dropped, to start fresh, when it has other classes than the data."""
-        cfg = cfg.replace(image_size=datamodule.image_size, n_channels=datamodule.channels, vocab_size=0)
+        cfg = cfg.replace(image_size=spec.image.size, n_channels=spec.image.channels, vocab_size=0)
         classes = len(self.vocabulary)
         head = state.get(f"{HEAD_PREFIX}classifier.weight")  # (K, D) of a source classifier
         if head is not None and head.shape[0] != classes:
@@ -82,28 +76,10 @@ class ImageClassification(LabelledTask, TaskModule):
             state = {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)}
         return cfg, state
 
-    def task_state(self) -> dict[str, Any]:
-        """The label vocabulary and how images are read: size, channels, mean and std."""
-        cfg = self.net.cfg
-        images = {"size": cfg.image_size, "channels": cfg.n_channels, **self.normalization.state()}
-        return {"labels": self.vocabulary.state(), "images": images}
-
-    def load_task_state(self, state: dict[str, Any]) -> None:
-        """Restore the label vocabulary and the normalisation."""
-        self.vocabulary = LabelVocabulary.from_state(state["labels"])
-        self.normalization = Normalization(state["images"]["mean"], state["images"]["std"])
-
-    # --- the data ------------------------------------------------------------------------------------
-    def share_labels(self) -> None:
-        """Share labels (LabelledTask) and this model's normalisation with the data."""
-        super().share_labels()
-        datamodule = self.trainer.datamodule
-        if datamodule is not None and datamodule.normalization is not self.normalization:
-            datamodule.use_normalization(self.normalization)
-
-    def on_predict_start(self) -> None:
-        """Predictions are normalised with the checkpoint's statistics."""
-        self.trainer.datamodule.use_normalization(self.normalization)
+    # --- images ------------------------------------------------------------------------------------
+    def batch_images(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor]:
+        """A batch's images: (display (B, C, S, S) uint8, pixel_values (B, C, S, S) float), for attention maps."""
+        return batch["pixels"], self.normalization(batch["pixels"])
 
     def image_inputs(self, path: str | Path) -> tuple[Tensor, Tensor]:
         """One image file as this model reads it: (display (C, S, S) uint8, pixel_values (1, C, S, S)

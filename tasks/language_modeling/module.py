@@ -8,6 +8,7 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 
 from tetraformer.core import CausalLM, TransformerConfig
+from tetraformer.data.spec import DataSpec
 from tetraformer.training.base.module import TaskModule
 from tetraformer.training.base.text_generation import GeneratesText, TextGenerationConfig
 from tetraformer.training.metrics.stages import TokenPerplexity
@@ -32,10 +33,9 @@ class LanguageModeling(GeneratesText, TaskModule):
         self.sample_prompts = sample_prompts if sample_prompts is not None else ["The "]
         self.generation = generation or TextGenerationConfig()
 
-    def network_config(self, datamodule: Any) -> TransformerConfig:
+    def network_config(self, spec: DataSpec) -> TransformerConfig:
         """The architecture with the tokenizer's vocabulary and a table long enough for the blocks."""
-        max_len = max(self.arch.max_len, getattr(datamodule, "block_size", 0))
-        return self.arch.replace(vocab_size=len(datamodule.tokenizer), max_len=max_len)
+        return self.arch.replace(vocab_size=spec.vocab_size, max_len=max(self.arch.max_len, spec.max_length))
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
         """A GPT: the core's decoder-only CausalLM (every position type; T5's relative buckets are causal here)."""

@@ -20,8 +20,8 @@ class MaskedLMData(TextDataModule):
     Plain text follows BERT's format by default: one sentence per line, a blank line between documents.
     `predict` fills in the mask tokens of each line of its file (fill-mask).
     Rows are built once; masks are drawn when a batch is built, so every epoch sees new ones (validation
-    and test rows keep fixed masks, so their losses compare across epochs). With the module's
-    `next_sentence`, rows are sentence pairs with segment ids and a next_sentence_label.
+    and test rows keep fixed masks, so their losses compare across epochs). With `next_sentence` (the CLI
+    links it to --model.next_sentence), rows are sentence pairs with segment ids and a next_sentence_label.
     The TextDataModule options (paths, text_field, encoding, tokenizer_type, vocab_size, tokenizer,
     batch_size, ...) pass through `**kwargs`.
     """
@@ -33,6 +33,7 @@ class MaskedLMData(TextDataModule):
         max_length: int = 128,
         mlm_probability: float = 0.15,
         whole_word_mask: bool = False,
+        next_sentence: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -46,7 +47,7 @@ class MaskedLMData(TextDataModule):
             "encoding": self.encoding,
         }
         self.max_length = max_length
-        self.mlm_probability, self.whole_word_mask = mlm_probability, whole_word_mask
+        self.mlm_probability, self.whole_word_mask, self.next_sentence = mlm_probability, whole_word_mask, next_sentence
         self.collator: MaskingCollator | None = None
 
     def sequence_length(self) -> tuple[str, int]:
@@ -57,11 +58,6 @@ class MaskedLMData(TextDataModule):
         """Train the run's tokenizer when none is configured, or retrain it when its settings or data changed."""
         if not self.tokenizer_path:
             self.train_run_tokenizer(resolve_files(self.require("train")))
-
-    def next_sentence(self) -> bool:
-        """Whether the module trains next-sentence prediction (`--model.next_sentence`)."""
-        module = self.trainer.lightning_module if self.trainer is not None else None
-        return bool(getattr(module, "next_sentence", False))
 
     def setup(self, stage: str) -> None:
         """Load the tokenizer, build the masking collator and the rows the stage needs."""
@@ -95,7 +91,7 @@ class MaskedLMData(TextDataModule):
         cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
         if cls_id is None or sep_id is None:
             raise ValueError("masked-LM rows need the tokenizer's cls and sep tokens ([CLS]/<s>, [SEP]/</s>)")
-        pairs = self.next_sentence()
+        pairs = self.next_sentence
         documents = tokenize_documents(texts["text"], self.tokenizer, self.max_length - (3 if pairs else 2))
         if pairs:
             rng = random.Random(f"{self.seed}-{split}")

@@ -12,6 +12,7 @@ from tasks.masked_lm.model import build_bert
 from tetraformer.core import TransformerConfig
 from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.data import IGNORE_INDEX
+from tetraformer.data.spec import DataSpec
 from tetraformer.training.base.module import TaskModule
 from tetraformer.training.base.predictions import top_k
 
@@ -32,14 +33,14 @@ class MaskedLanguageModeling(TaskModule):
         self.save_hyperparameters()
         self.next_sentence, self.top_k = next_sentence, top_k
 
-    def network_config(self, datamodule: Any) -> TransformerConfig:
+    def network_config(self, spec: DataSpec) -> TransformerConfig:
         """The architecture with the tokenizer's vocabulary, room for the rows, and BERT's two segments.
 
         Two segment embeddings even without NSP, so a classifier fine-tuned from it can read sentence pairs.
         """
-        max_len = max(self.arch.max_len, getattr(datamodule, "max_length", 0))
+        max_len = max(self.arch.max_len, spec.max_length)
         types = max(self.arch.type_vocab_size, 2)
-        return self.arch.replace(vocab_size=len(datamodule.tokenizer), max_len=max_len, type_vocab_size=types)
+        return self.arch.replace(vocab_size=spec.vocab_size, max_len=max_len, type_vocab_size=types)
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
         """A BERT with the masked-LM head (and the NSP head with `next_sentence`)."""

@@ -64,6 +64,10 @@ class Seq2SeqData(TextDataModule):
         self.objective, self.extra_ids = objective, extra_ids
         self.noise = {"noise_density": noise_density, "mean_span_length": mean_span_length}
 
+    def spec_fields(self) -> dict[str, Any]:
+        """The source prefix, which `generate` puts before prompts that lack it."""
+        return {"extras": {"source_prefix": self.source_prefix}}
+
     # --- tokenizer -----------------------------------------------------------------------------------
     def sequence_length(self) -> tuple[str, int]:
         """The longest sequence a batch holds, and the option that sets it."""
@@ -73,7 +77,7 @@ class Seq2SeqData(TextDataModule):
 
     def prepare_data(self) -> None:
         """Train the run's tokenizer on both sides of the training pairs, unless one is configured or inherited."""
-        if self.tokenizer_path or self.init_from():
+        if self.tokenizer_path or self.init_from:
             return
         if self.objective == "span_corruption":
             texts, extra_ids = self.documents(self.require("train")), self.extra_ids

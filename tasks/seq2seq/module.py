@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from tetraformer.core import Seq2SeqLM, TransformerConfig
 from tetraformer.core.accounting import TokenCost, token_cost
+from tetraformer.data.spec import DataSpec
 from tetraformer.training.base.module import TaskModule
 from tetraformer.training.base.text_generation import GeneratesText, TextGenerationConfig
 from tetraformer.training.metrics.generation import generation_metrics
@@ -51,36 +52,24 @@ class Seq2Seq(GeneratesText, TaskModule):
         self.metric_names = list(metrics) if metrics is not None else ["bleu", "chrf"]
         self.val_generate_batches, self.table_rows = val_generate_batches, table_rows
         self.sample_prompts: list[str] = []  # the validation table shows sources, references and outputs instead
-        self.source_prefix = ""  # the data's task prefix, put before `generate` prompts that lack it
         self.generation_scores: nn.ModuleDict | None = None
         self.table: list[list[Any]] = []
 
     # --- network -------------------------------------------------------------------------------------
-    def configure_model(self) -> None:
-        """Take the data's source prefix, then build (or load `init_from`: the whole model, LM head included)."""
-        if self.net is None and self._trainer is not None:
-            self.source_prefix = getattr(self.trainer.datamodule, "source_prefix", "") or ""
-        super().configure_model()
+    @property
+    def source_prefix(self) -> str:
+        """The data's task prefix, put before `generate` prompts that lack it."""
+        return (self.spec.extras.get("source_prefix") if self.spec is not None else None) or ""
 
-    def network_config(self, datamodule: Any) -> TransformerConfig:
+    def network_config(self, spec: DataSpec) -> TransformerConfig:
         """The architecture with the tokenizer's vocabulary and a position table long enough for the data."""
-        longest = datamodule.sequence_length()[1] if hasattr(datamodule, "sequence_length") else 0
-        max_len = max(self.arch.max_len, longest)
-        return self.arch.replace(vocab_size=len(datamodule.tokenizer), max_len=max_len)
+        return self.arch.replace(vocab_size=spec.vocab_size, max_len=max(self.arch.max_len, spec.max_length))
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
         """A Seq2SeqLM: the core's encoder-decoder family, checked to have a decoder."""
         if not cfg.is_encoder_decoder:
             raise ValueError("seq2seq needs an encoder-decoder: set arch.n_decoder_layers > 0")
         return Seq2SeqLM(cfg)
-
-    def task_state(self) -> dict[str, Any]:
-        """The source prefix `generate` puts before prompts."""
-        return {"source_prefix": self.source_prefix}
-
-    def load_task_state(self, state: dict[str, Any]) -> None:
-        """Restore the source prefix."""
-        self.source_prefix = state.get("source_prefix", "")
 
     # --- loss ----------------------------------------------------------------------------------------
     def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:

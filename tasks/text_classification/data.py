@@ -22,7 +22,7 @@ class TextClassificationData(TextDataModule):
     """CSV/TSV/JSON/JSONL records with a text (and optional pair) field and a label (or labels) field.
 
     The label vocabulary comes from the training split (sorted) or `labels`; a checkpoint's vocabulary wins
-    when the module brings one (`use_labels`). The TextDataModule options (paths, text_field, encoding,
+    when the CLI gives its spec (`use_spec`). The TextDataModule options (paths, text_field, encoding,
     tokenizer_type, vocab_size, tokenizer, batch_size, ...) pass through `**kwargs`.
     """
 
@@ -52,7 +52,7 @@ class TextClassificationData(TextDataModule):
 
     def prepare_data(self) -> None:
         """Train the run's tokenizer unless one is configured or the init_from source brings its own."""
-        if not (self.tokenizer_path or self.init_from()):
+        if not (self.tokenizer_path or self.init_from):
             self.train_run_tokenizer(resolve_files(self.require("train")))
 
     # --- splits --------------------------------------------------------------------------------------
@@ -80,6 +80,15 @@ class TextClassificationData(TextDataModule):
             for row in rows:
                 if "label" in row:
                     row["labels"] = vocabulary.encode(row["label"], *row["where"])
+
+    def spec_fields(self) -> dict[str, Any]:
+        """The label vocabulary; with training data, the rows per label (`--model.class_weights balanced`)."""
+        if "train" not in self.datasets:
+            return {"labels": self.vocabulary}
+        return {
+            "labels": self.vocabulary,
+            "extras": {"label_counts": self.label_counts(), "rows": len(self.datasets["train"])},
+        }
 
     def label_counts(self) -> list[int]:
         """How many training rows carry each label (class weights)."""

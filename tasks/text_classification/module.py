@@ -16,7 +16,7 @@ from torchmetrics.classification import (
 from tasks.text_classification.model import ClassifierPooling, build_classifier
 from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.core.backbones import BackboneKind
-from tetraformer.data import LabelVocabulary
+from tetraformer.data.spec import DataSpec
 from tetraformer.training.base.labelled import LabelledTask
 from tetraformer.training.base.losses import balanced_class_weights, given_class_weights
 from tetraformer.training.base.module import TaskModule
@@ -47,35 +47,18 @@ class TextClassification(LabelledTask, TaskModule):
         self.save_hyperparameters()
         self.backbone_kind, self.pooling, self.pooler = backbone, pooling, pooler
         self.class_weights, self.threshold, self.top_k = class_weights, threshold, top_k
-        self.vocabulary: LabelVocabulary | None = None
         self.loss_weights: Tensor | None = None
 
     # --- network -------------------------------------------------------------------------------------
-    def configure_model(self) -> None:
-        """Take the data's label vocabulary, then build; without one (evaluating a checkpoint) the checkpoint builds."""
-        if self.net is None and self._trainer is not None:
-            self.vocabulary = self.vocabulary or getattr(self.trainer.datamodule, "vocabulary", None)
-            if self.vocabulary is None:
-                return
-        super().configure_model()
-
-    def network_config(self, datamodule: Any) -> TransformerConfig:
+    def network_config(self, spec: DataSpec) -> TransformerConfig:
         """The architecture with the tokenizer's vocabulary, room for max_length, segments on an encoder."""
-        max_len = max(self.arch.max_len, getattr(datamodule, "max_length", 0))
+        max_len = max(self.arch.max_len, spec.max_length)
         types = self.arch.type_vocab_size or (2 if self.backbone_kind == "encoder" else 0)
-        return self.arch.replace(vocab_size=len(datamodule.tokenizer), max_len=max_len, type_vocab_size=types)
+        return self.arch.replace(vocab_size=spec.vocab_size, max_len=max_len, type_vocab_size=types)
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
         """A SequenceClassifier with one output per label."""
         return build_classifier(cfg, self.backbone_kind, len(self.vocabulary), self.pooling, self.pooler)
-
-    def task_state(self) -> dict[str, Any]:
-        """The label vocabulary."""
-        return {"labels": self.vocabulary.state()}
-
-    def load_task_state(self, state: dict[str, Any]) -> None:
-        """Restore the label vocabulary."""
-        self.vocabulary = LabelVocabulary.from_state(state["labels"])
 
     @property
     def multi_label(self) -> bool:
@@ -84,7 +67,7 @@ class TextClassification(LabelledTask, TaskModule):
 
     # --- the data's labels ---------------------------------------------------------------------------
     def on_fit_start(self) -> None:
-        """Share labels with the data and build metrics (LabelledTask), then set the loss weights."""
+        """Build metrics, then set the loss weights."""
         super().on_fit_start()
         self.loss_weights = self._loss_weights()
 
@@ -93,8 +76,7 @@ class TextClassification(LabelledTask, TaskModule):
         if self.class_weights is None:
             return None
         if self.class_weights == "balanced":
-            datamodule = self.trainer.datamodule
-            return balanced_class_weights(datamodule.label_counts(), len(datamodule.datasets["train"]))
+            return balanced_class_weights(self.spec.extras["label_counts"], self.spec.extras["rows"])
         return given_class_weights(self.class_weights, len(self.vocabulary))
 
     # --- steps ---------------------------------------------------------------------------------------

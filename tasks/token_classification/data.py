@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader
 from tetraformer.data import DataError, LabelVocabulary
 from tetraformer.data.collate import IGNORE_INDEX, PaddingCollator
 from tetraformer.data.conll import SentenceFormat, TaggedSentence, WordSplit, join_words, read_sentences
+from tetraformer.data.spec import DataSpec
 from tetraformer.data.tag_schemes import PREFIXES, canonical_scheme, split_tag, tag_problem, to_canonical
 from tetraformer.data.word_alignment import SentenceBatches, sentence_windows
 from tetraformer.training.base.text_datamodule import TextDataModule
@@ -25,9 +26,9 @@ class TokenClassificationData(TextDataModule):
 
     Tags are checked against `tag_scheme` and kept in its canonical form (IOB1 becomes IOB2). The tag
     vocabulary is every tag of the scheme for each entity type the training data has (or `labels`); a
-    checkpoint's vocabulary wins when the module brings one. Batches hold whole sentences (`batch_size`
-    sentences, all their windows). The TextDataModule options (paths, text_field for raw text to predict, encoding,
-    tokenizer_type, vocab_size, tokenizer, batch_size, ...) pass through `**kwargs`.
+    checkpoint's vocabulary wins when the CLI gives its spec (`use_spec`). Batches hold whole sentences
+    (`batch_size` sentences, all their windows). The TextDataModule options (paths, text_field for raw text to
+    predict, encoding, tokenizer_type, vocab_size, tokenizer, batch_size, ...) pass through `**kwargs`.
     """
 
     def __init__(
@@ -66,7 +67,7 @@ class TokenClassificationData(TextDataModule):
     # --- tokenizer -----------------------------------------------------------------------------------
     def prepare_data(self) -> None:
         """Train the run's tokenizer on the training words unless one is configured or init_from brings one."""
-        if self.tokenizer_path or self.init_from():
+        if self.tokenizer_path or self.init_from:
             return
         sentences = self.read(self.require("train"))
         words = "".join(join_words(s.tokens, self.word_split) + "\n" for s in sentences)
@@ -106,6 +107,17 @@ class TokenClassificationData(TextDataModule):
                     raise DataError(f"--data.labels: {problem}")
             return LabelVocabulary(self.fixed_labels)
         return LabelVocabulary(scheme_tags(self.sentences["train"], self.scheme))
+
+    def spec_fields(self) -> dict[str, Any]:
+        """The tag vocabulary and the scheme its tags follow."""
+        return {"labels": self.vocabulary, "extras": {"scheme": self.scheme}}
+
+    def use_spec(self, spec: DataSpec) -> None:
+        """Read tags as a checkpoint's spec says; data in another tag scheme is an error."""
+        scheme = spec.extras.get("scheme", self.scheme)
+        if scheme != self.scheme:
+            raise DataError(f"the data's tag scheme {self.scheme} differs from the checkpoint's {scheme}")
+        super().use_spec(spec)
 
     def use_labels(self, vocabulary: LabelVocabulary) -> None:
         """Label every labelled split's windows with this vocabulary; an unknown tag is a DataError at its line."""

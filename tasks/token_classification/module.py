@@ -15,9 +15,9 @@ from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.core.backbones import BackboneKind
 from tetraformer.core.heads import TokenClassificationHead
 from tetraformer.core.viterbi import constrained_decode
-from tetraformer.data import DataError, LabelVocabulary
 from tetraformer.data.collate import IGNORE_INDEX
 from tetraformer.data.conll import join_words
+from tetraformer.data.spec import DataSpec
 from tetraformer.data.tag_schemes import allowed_transitions, entity_spans
 from tetraformer.data.word_alignment import gather_words, word_mask
 from tetraformer.errors import ConfigError
@@ -59,19 +59,16 @@ class TokenClassification(LabelledTask, TaskModule):
         if decode not in ("argmax", "constrained"):
             raise ConfigError(f"--model.decode {decode!r}; expected argmax or constrained")
         self.backbone_kind, self.decode, self.strict_scheme = backbone, decode, strict_scheme
-        self.vocabulary: LabelVocabulary | None = None
-        self.scheme: str | None = None
         self.transitions: tuple[Tensor, Tensor, Tensor] | None = None  # (start, trans, end) for Viterbi
 
     # --- network -------------------------------------------------------------------------------------
+    @property
+    def scheme(self) -> str | None:
+        """The tag scheme of the data's (the checkpoint's) tags."""
+        return self.spec.extras.get("scheme") if self.spec is not None else None
+
     def configure_model(self) -> None:
-        """Take the data's tags and scheme, then build; without them (a checkpoint's run) the checkpoint builds."""
-        if self.net is None and self._trainer is not None:
-            datamodule = self.trainer.datamodule
-            self.vocabulary = self.vocabulary or getattr(datamodule, "vocabulary", None)
-            self.scheme = self.scheme or getattr(datamodule, "scheme", None)
-            if self.vocabulary is None:
-                return
+        """Build from the spec; keep a Hugging Face source's classifier when its labels are this data's tags."""
         fresh = self.net is None
         super().configure_model()
         if fresh and self.net is not None and self.init_from and Path(self.init_from).is_dir():
@@ -99,29 +96,15 @@ class TokenClassification(LabelledTask, TaskModule):
         self.net.head.load_state_dict(head.state_dict())
         log.info("%s: kept its token classifier (%d labels)", source, len(self.vocabulary))
 
-    def network_config(self, datamodule: Any) -> TransformerConfig:
+    def network_config(self, spec: DataSpec) -> TransformerConfig:
         """The architecture with the tokenizer's vocabulary, room for max_length, one segment type on an encoder."""
-        max_len = max(self.arch.max_len, getattr(datamodule, "max_length", 0))
+        max_len = max(self.arch.max_len, spec.max_length)
         types = self.arch.type_vocab_size or (2 if self.backbone_kind == "encoder" else 0)  # 2: BERT's shape
-        return self.arch.replace(vocab_size=len(datamodule.tokenizer), max_len=max_len, type_vocab_size=types)
+        return self.arch.replace(vocab_size=spec.vocab_size, max_len=max_len, type_vocab_size=types)
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
         """A TokenClassifier with one output per tag."""
         return build_token_classifier(cfg, self.backbone_kind, len(self.vocabulary))
-
-    def task_state(self) -> dict[str, Any]:
-        """The tag vocabulary and its scheme."""
-        return {"labels": self.vocabulary.state(), "scheme": self.scheme}
-
-    def load_task_state(self, state: dict[str, Any]) -> None:
-        """Restore the tag vocabulary and scheme."""
-        self.vocabulary, self.scheme = LabelVocabulary.from_state(state["labels"]), state["scheme"]
-
-    # --- the data's tags -----------------------------------------------------------------------------
-    def check_data(self, datamodule: Any) -> None:
-        """The data's tag scheme must be the checkpoint's."""
-        if getattr(datamodule, "scheme", self.scheme) != self.scheme:
-            raise DataError(f"the data's tag scheme {datamodule.scheme} differs from the checkpoint's {self.scheme}")
 
     # --- steps ---------------------------------------------------------------------------------------
     def forward_batch(self, batch: dict[str, Tensor]) -> Tensor:

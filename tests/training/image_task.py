@@ -1,7 +1,8 @@
 """A tiny image TaskModule and datamodule honouring the image task's contract, for attention-map tests.
 
-The module has `net` = SequenceClassifier(ImageEncoder(cfg), ...) and `image_inputs(path)`; the datamodule
-has `sample_images(split, n)`; the module returns AttentionRolloutImages from `configure_callbacks`.
+The module has `net` = SequenceClassifier(ImageEncoder(cfg), ...), `image_inputs(path)` and `batch_images(batch)`;
+the datamodule's batches carry uint8 `pixels` beside `pixel_values`; the module returns AttentionRolloutImages from
+`configure_callbacks`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def normalise(display: Tensor) -> Tensor:
 class TinyImageTask(TaskModule):
     """A ViT classifier of bright-top vs bright-bottom images that draws rollout maps at each validation."""
 
+    needs_spec = False  # the image size and channels are the arch's
+
     def __init__(self, arch: TransformerConfig | dict | None = None, n_images: int = 2) -> None:
         super().__init__(TransformerConfig.from_dict(arch) if isinstance(arch, dict) else arch)
         self.n_images = n_images
@@ -65,6 +68,10 @@ class TinyImageTask(TaskModule):
         display = display.permute(2, 0, 1)  # (C, H, W)
         return display, normalise(display)[None].to(self.device)
 
+    def batch_images(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """(display (B, C, H, W) uint8, pixel values (B, C, H, W)) of a batch."""
+        return batch["pixels"], batch["pixel_values"]
+
     def configure_callbacks(self) -> list[Callback]:
         """The image task's rollout pictures."""
         return [AttentionRolloutImages(n_images=self.n_images)]
@@ -81,7 +88,7 @@ def striped_images(n: int, seed: int) -> tuple[Tensor, Tensor]:
 
 
 class TinyImageData(L.LightningDataModule):
-    """Train and val loaders of striped images, and the fixed sample images the callback draws."""
+    """Train and val loaders of striped images (uint8 `pixels` and normalised `pixel_values`)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -97,13 +104,11 @@ class TinyImageData(L.LightningDataModule):
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         images, labels = self.splits[split]
-        rows = [{"pixel_values": x, "labels": y} for x, y in zip(normalise(images), labels, strict=True)]
+        rows = [
+            {"pixels": d, "pixel_values": x, "labels": y}
+            for d, x, y in zip(images, normalise(images), labels, strict=True)
+        ]
         return DataLoader(rows, batch_size=16, shuffle=shuffle)
-
-    def sample_images(self, split: str, n: int) -> tuple[Tensor, Tensor]:
-        """(display uint8 (n, C, H, W), pixel values (n, C, H, W)) of the split's first n images."""
-        display = self.splits[split][0][:n]
-        return display, normalise(display)
 
 
 def train_image_task(root: Path, logger: Logger | bool = False, steps: int = 4) -> Path:

@@ -37,6 +37,8 @@ class LinearNet(nn.Module):
 class TinyClassifier(TaskModule):
     """A linear classifier over 4 features that returns class ids and targets from `compute`."""
 
+    needs_spec = False  # built from `arch` alone: its batches come from plain loaders
+
     def __init__(self, labels: list[str] | None = None) -> None:
         super().__init__()
         self.labels = LabelVocabulary(labels or LABELS)

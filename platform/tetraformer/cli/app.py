@@ -16,7 +16,7 @@ from lightning.pytorch.loggers import CSVLogger
 import tetraformer.interop  # noqa: F401  (registers Hugging Face model directories as init_from sources)
 from tetraformer.cli.commands import COMMANDS
 from tetraformer.cli.config_errors import one_line, trainer_config_error
-from tetraformer.cli.eval_runs import EVAL_STAGES, evaluation_args, flag_value
+from tetraformer.cli.eval_runs import EVAL_STAGES, evaluated_spec, evaluation_args, flag_value
 from tetraformer.errors import ConfigError, TetraformerError
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
 from tetraformer.safe_loading import (
@@ -30,6 +30,7 @@ from tetraformer.safe_loading import (
 from tetraformer.training.base.datamodule import TaskDataModule
 from tetraformer.training.base.module import TaskModule
 from tetraformer.training.callbacks.defaults import JsonlPredictionWriter, default_callbacks
+from tetraformer.training.callbacks.spec_handover import DataSpecHandover
 from tetraformer.training.checkpointing.atomic_io import with_atomic_io
 from tetraformer.training.checkpointing.preemption import with_slurm_environment
 from tetraformer.training.checkpointing.resume import resume_path
@@ -80,6 +81,7 @@ class TetraformerCLI(LightningCLI):
             "--predictions", default=None, help="predict: JSONL output (default RUN_DIR/predictions.jsonl)"
         )
         parser.add_argument(TRUST_FLAG, type=bool, default=False, help=TRUST_HELP)
+        link_model_options(parser)
 
     def _parse_ckpt_path(self) -> None:  # LightningCLI has no public hook for its ckpt_path hyper-parameter pass
         """Evaluation stages took the checkpoint's hyper-parameters as defaults already (eval_runs), so what the user
@@ -118,13 +120,35 @@ class TetraformerCLI(LightningCLI):
         if self.subcommand == "predict":
             output = self._config_value("predictions") or root / "predictions.jsonl"
             callbacks.append(JsonlPredictionWriter(output))
-        kwargs["callbacks"] = callbacks
+        kwargs["callbacks"] = callbacks + self.spec_handover()
         if trainer_cfg.get("enable_progress_bar") is None and not sys.stdout.isatty():
             # unless asked, a bar only on a terminal: Lightning's default one redraws and reads the loss every step
             kwargs["enable_progress_bar"] = False
         trainer = super().instantiate_trainer(**kwargs)
         guard_ranks(trainer, run.collective_timeout_s)
         return trainer
+
+    def spec_handover(self) -> list[DataSpecHandover]:
+        """Evaluating a checkpoint file, the data reads with its DataSpec (the module builds from the checkpoint);
+        otherwise the module is handed the data's spec once the data is set up."""
+        stored = evaluated_spec(self.subcommand, self._get(self.config_init, "ckpt_path"))
+        if stored is None:
+            return [DataSpecHandover(self.datamodule)]
+        self.datamodule.use_spec(stored)
+        return []
+
+
+def link_model_options(parser: LightningArgumentParser) -> None:
+    """Model options that decide how the data is read, given to the datamodule when parsing (where it takes them):
+    the `init_from` source's tokenizer, next-sentence pairs, the image size when --data.image_size is unset."""
+    parser.link_arguments("model.init_args.init_from", "data.init_args.init_from")
+    parser.link_arguments("model.init_args.next_sentence", "data.init_args.next_sentence")
+    parser.link_arguments("model.init_args.arch", "data.init_args.model_image_size", compute_fn=arch_image_size)
+
+
+def arch_image_size(arch: Any) -> int | None:
+    """The image size of the model's `arch` as parsed (a namespace of class_path and init_args), None if unset."""
+    return getattr(getattr(arch, "init_args", arch), "image_size", None)
 
 
 def resumed_wandb_id(ckpt_path: str | None, root: Path) -> str | None:

@@ -180,12 +180,12 @@ def convert_command(argv: list[str]) -> None:
         )
     else:
         from tetraformer.training.checkpointing.loading import load_network
+        from tetraformer.training.checkpointing.stored_spec import stored_spec
 
         net, tokenizer = load_network(args.ckpt)
-        vocabulary = read_checkpoint(args.ckpt)[PAYLOAD_KEY]["task"].get("labels") or {}  # a LabelVocabulary state
-        out = export_network(
-            net, tokenizer, args.out_dir, vocabulary.get("labels"), vocabulary.get("multi_label", False)
-        )
+        labels = stored_spec(read_checkpoint(args.ckpt)[PAYLOAD_KEY]).labels
+        names, multi_label = (labels.names, labels.multi_label) if labels is not None else (None, False)
+        out = export_network(net, tokenizer, args.out_dir, names, multi_label)
         log.info("%s -> %s (%s)", args.ckpt, out, load_hf(out).architecture)
 
 

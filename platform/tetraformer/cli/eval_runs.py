@@ -2,9 +2,10 @@
 
 `tetraformer test --ckpt_path RUN_DIR/checkpoints/best.ckpt ...` runs in RUN_DIR/eval/test-N/ (N counts up),
 unless `--trainer.default_root_dir` (or a `-c` config's) names another directory than RUN_DIR; the checkpoint's
-tokenizer is saved there and used. The model section is the checkpoint's (over any `-c` config's, since the
-weights fix the architecture), and so is the data section when no `-c` is given; `--model.*` / `--data.*` flags
-on the command line override both (e.g. `--model.top_k 5`).
+tokenizer is saved there and used, and the datamodule reads the data with the checkpoint's DataSpec (its
+labels, lengths, image size and normalisation). The model section is the checkpoint's (over any `-c` config's,
+since the weights fix the architecture), and so is the data section when no `-c` is given; `--model.*` /
+`--data.*` flags on the command line override both (e.g. `--model.top_k 5`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from typing import Any
 
 import yaml
 
+from tetraformer.data.spec import DataSpec
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint, tokenizer_from_state
+from tetraformer.training.checkpointing.stored_spec import stored_spec
 
 EVAL_STAGES = ("validate", "test", "predict")
 LIGHTNING_CKPT_NAMES = ("best", "last", "hpc", "registry")  # ckpt_path values Lightning resolves itself
@@ -44,6 +47,13 @@ def evaluation_args(argv: list[str]) -> list[str]:
         extra += ["--data.tokenizer", str(tokenizer_dir)]
     sections = ("model",) if configs else ("model", "data")
     return [argv[0], *configs, "-c", str(checkpoint_config(ckpt, tokenizer_dir, sections)), *flags, *extra]
+
+
+def evaluated_spec(stage: str, ckpt_path: str | None) -> DataSpec | None:
+    """The DataSpec of the checkpoint file an evaluation stage runs (its labels, lengths, images), else None."""
+    if stage not in EVAL_STAGES or ckpt_path is None or ckpt_path in LIGHTNING_CKPT_NAMES:
+        return None
+    return stored_spec(read_checkpoint(ckpt_path)[PAYLOAD_KEY])
 
 
 def run_dir(ckpt: Path) -> Path:

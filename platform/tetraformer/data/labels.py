@@ -50,6 +50,14 @@ class LabelVocabulary:
     def __len__(self) -> int:
         return len(self.names)
 
+    def __eq__(self, other: object) -> bool:
+        """Same names in the same order, and the same single- or multi-label reading."""
+        if not isinstance(other, LabelVocabulary):
+            return NotImplemented
+        return (self.names, self.multi_label) == (other.names, other.multi_label)
+
+    __hash__ = None  # type: ignore[assignment]  (mutable-looking: compared by value, never hashed)
+
     def __repr__(self) -> str:
         return f"LabelVocabulary({self.names!r}, multi_label={self.multi_label})"
 
@@ -89,7 +97,7 @@ class LabelVocabulary:
         return f"{shown} (and {more} more)" if more > 0 else shown
 
     def state(self) -> dict[str, Any]:
-        """Plain data for the checkpoint (TaskModule.task_state)."""
+        """Plain data for the checkpoint (a DataSpec's labels)."""
         return {"labels": list(self.names), "multi_label": self.multi_label}
 
     @classmethod

@@ -13,6 +13,7 @@ from tasks.image_classification.module import ImageClassification
 from tests.cli_runner import last_metrics
 from tetraformer.core import resize_position_grid
 from tetraformer.data import LabelVocabulary
+from tetraformer.data.spec import DataSpec, ImageSpec
 from tetraformer.training.checkpointing.loading import load_task_module
 
 
@@ -97,7 +98,9 @@ def test_top5_accuracy_with_more_than_five_classes(run_cli: Callable[..., Path],
 def test_top5_counts_the_target_among_the_five_best() -> None:
     """Of 8 classes: a target ranked 5th counts for top-5 but not top-1; one ranked 6th counts for neither."""
     module = ImageClassification()
-    module.vocabulary = LabelVocabulary([str(i) for i in range(8)])
+    module.use_spec(
+        DataSpec(labels=LabelVocabulary([str(i) for i in range(8)]), image=ImageSpec(16, 1, (0.5,), (0.5,)))
+    )
     metrics = module.make_metrics()
     logits = torch.arange(8.0).repeat(2, 1)  # class 7 is the best, class 3 the 5th, class 2 the 6th
     metrics["top5_acc"].update(logits, torch.tensor([3, 2]))

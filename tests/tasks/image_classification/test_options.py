@@ -39,7 +39,7 @@ def test_mixing_sinusoidal_mean_pooling_and_given_statistics(
     )
     assert np.isfinite(last_metrics(run, "train")["train/loss"])
     ckpt = run / "checkpoints" / "last.ckpt"
-    images = read_checkpoint(ckpt)[PAYLOAD_KEY]["task"]["images"]
+    images = read_checkpoint(ckpt)[PAYLOAD_KEY]["data_spec"]["image"]
     assert images == {"size": 16, "channels": 3, "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}
     net = load_task_module(ckpt).net
     assert net.head.pooling == "mean" and net.cfg.position == "sinusoidal" and net.backbone.embed.positions is None

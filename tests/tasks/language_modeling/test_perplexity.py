@@ -13,6 +13,7 @@ from tasks.language_modeling.data import LanguageModelingData
 from tasks.language_modeling.module import LanguageModeling
 from tetraformer.core import TransformerConfig
 from tetraformer.training.base.optim import OptimizerConfig
+from tetraformer.training.callbacks.spec_handover import DataSpecHandover
 
 BATCH_SIZE = 8
 
@@ -38,6 +39,7 @@ def test_val_ppl_is_exp_of_the_epoch_loss_with_an_uneven_last_batch(tmp_path: Pa
         enable_progress_bar=False,
         enable_model_summary=False,
         max_steps=30,
+        callbacks=[DataSpecHandover(data)],
     )
     trainer.fit(module, datamodule=data)  # a trained model: batches differ in loss
     result = trainer.validate(module, datamodule=data)[0]

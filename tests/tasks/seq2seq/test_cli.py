@@ -18,6 +18,7 @@ from tests.training.wandb_records import history_rows
 from tetraformer.cli.commands import generate_command
 from tetraformer.core import TransformerConfig
 from tetraformer.training.base.text_generation import TextGenerationConfig
+from tetraformer.training.callbacks.spec_handover import DataSpecHandover
 from tetraformer.training.checkpointing.loading import load_task_module
 
 
@@ -60,6 +61,7 @@ def test_generation_from_the_checkpoint_equals_the_in_memory_model(tmp_path: Pat
         enable_progress_bar=False,
         enable_model_summary=False,
         limit_val_batches=0,
+        callbacks=[DataSpecHandover(data)],
     )
     trainer.fit(module, datamodule=data)
     sources = [r["source"] for r in reversal_pairs(6, seed=3)]

@@ -1,4 +1,4 @@
-"""TaskDataModule: the LightningDataModule base of every task (paths, loaders, the run's tokenizer)."""
+"""TaskDataModule: the LightningDataModule base of every task (paths, loaders, the run's tokenizer, its DataSpec)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from tetraformer.data.collate import PaddingCollator
 from tetraformer.data.errors import DataError
+from tetraformer.data.labels import LabelVocabulary
+from tetraformer.data.spec import DataSpec
 from tetraformer.data.splits import train_val_split
 from tetraformer.data.tokenizer import load_tokenizer
 from tetraformer.training.checkpointing.loading import source_tokenizer
@@ -22,7 +24,12 @@ log = logging.getLogger(__name__)
 
 
 class TaskDataModule(L.LightningDataModule):
-    """Holds the user's file paths and loader settings; subclasses build the datasets and collators."""
+    """Holds the user's file paths and loader settings; subclasses build the datasets and collators.
+
+    What the network needs from the data is published as one DataSpec (`spec()`, built once after `setup`);
+    evaluating a checkpoint, `use_spec` gives the data the checkpoint's spec to read with instead. `init_from`
+    is the model's pretrained source, whose tokenizer the data uses (the CLI links it to --model.init_from).
+    """
 
     def __init__(
         self,
@@ -35,6 +42,7 @@ class TaskDataModule(L.LightningDataModule):
         num_workers: int = 0,
         val_fraction: float = 0.1,
         seed: int = 1234,
+        init_from: str | None = None,
     ) -> None:
         super().__init__()
         self.prepare_data_per_node = False  # RUN_DIR is shared by every node (checkpoints too): rank 0 prepares
@@ -45,9 +53,37 @@ class TaskDataModule(L.LightningDataModule):
             predict_path,
         )
         self.tokenizer_path, self.batch_size, self.num_workers = tokenizer, batch_size, num_workers
-        self.val_fraction, self.seed = val_fraction, seed
+        self.val_fraction, self.seed, self.init_from = val_fraction, seed, init_from
         self.tokenizer: Any = None
         self.datasets: dict[str, Dataset] = {}
+        self._spec: DataSpec | None = None
+
+    # --- the data-to-model contract ----------------------------------------------------------------
+    def spec(self) -> DataSpec:
+        """What the network needs from this data: the spec given to `use_spec`, else built once after `setup`."""
+        if self._spec is None:
+            self._spec = self.build_spec()
+        return self._spec
+
+    def build_spec(self) -> DataSpec:
+        """The tokenizer and the longest sequence, with the task's `spec_fields` (labels, images, extras)."""
+        option, length = self.sequence_length() or (None, 0)
+        return DataSpec.of(self.tokenizer, max_length=length, length_option=option, **self.spec_fields())
+
+    def spec_fields(self) -> dict[str, Any]:
+        """The DataSpec fields the task's data decides besides tokenizer and length (none by default)."""
+        return {}
+
+    def use_spec(self, spec: DataSpec) -> None:
+        """Read data as a checkpoint's spec says: its tokenizer (unless --data.tokenizer is set) and labels."""
+        self._spec = spec
+        if self.tokenizer_path is None and spec.tokenizer is not None:
+            self.tokenizer = spec.tokenizer
+        if spec.labels is not None:
+            self.use_labels(spec.labels)
+
+    def use_labels(self, vocabulary: LabelVocabulary) -> None:
+        """Encode the data's labels with this LabelVocabulary (labelled tasks; an unknown label is a DataError)."""
 
     def sequence_length(self) -> tuple[str, int] | None:
         """(option, value) of the longest sequence the data feeds the model, e.g. ("--data.max_length", 256)."""
@@ -57,18 +93,13 @@ class TaskDataModule(L.LightningDataModule):
         """Where this run's tokenizer lives: the configured one, or one trained into the run directory."""
         return Path(self.tokenizer_path) if self.tokenizer_path else self.run_dir() / "tokenizer"
 
-    def init_from(self) -> str | None:
-        """The module's `init_from` source: its tokenizer is the one the pretrained embedding knows."""
-        module = self.trainer.lightning_module if self.trainer is not None else None
-        return getattr(module, "init_from", None)
-
     def load_run_tokenizer(self) -> Any:
         """The configured tokenizer, else the init_from source's, else the one trained into the run directory."""
-        if self.tokenizer_path or not self.init_from():
+        if self.tokenizer_path or not self.init_from:
             return load_tokenizer(self.tokenizer_dir())
-        tokenizer = source_tokenizer(self.init_from())
+        tokenizer = source_tokenizer(self.init_from)
         if tokenizer is None:
-            raise DataError(f"{self.init_from()} stores no tokenizer: set --data.tokenizer")
+            raise DataError(f"{self.init_from} stores no tokenizer: set --data.tokenizer")
         return tokenizer
 
     def run_dir(self) -> Path:

@@ -18,12 +18,14 @@ from tetraformer.accel import use_bf16_layouts
 from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.core.config import TransformerConfig
 from tetraformer.data.collate import IGNORE_INDEX
+from tetraformer.data.spec import DataSpec
 from tetraformer.errors import TetraformerError
-from tetraformer.payload import PAYLOAD_KEY, make_payload, plain, tokenizer_from_state
+from tetraformer.payload import DATA_SPEC_KEY, PAYLOAD_KEY, make_payload, plain
 from tetraformer.training.base.compile import compile_blocks
 from tetraformer.training.base.optim import OptimizerConfig, build_optimizer
 from tetraformer.training.callbacks.throughput import batch_rows
 from tetraformer.training.checkpointing.loading import load_weights, starting_point
+from tetraformer.training.checkpointing.stored_spec import stored_spec
 from tetraformer.training.metrics.stages import REPORT_STAGES, confusion_metric, stage_copies
 from tetraformer.training.reports.loggers import logs_this_step, wandb_logger
 from tetraformer.training.reports.tables import write_reports
@@ -45,8 +47,9 @@ class TaskModule(L.LightningModule):
     checkpoint's weight names stay those of the eager network); generation's cached decoding stays eager.
     With `init_from` (a Tetraformer checkpoint or a Hugging Face model directory) the architecture and
     weights come from that source; only the FINE_TUNING_FIELDS of `arch` apply.
-    The network is built in `configure_model`, once the datamodule knows the vocabulary, or in
-    `on_load_checkpoint` from the config stored in the checkpoint, so a checkpoint is all `predict` needs.
+    The network is built from the data's DataSpec (`use_spec`, which the CLI's DataSpecHandover calls once the
+    data is set up) in `configure_model`, or in `on_load_checkpoint` from the config and spec stored in the
+    checkpoint, so a checkpoint is all `predict` needs; the module never reads the datamodule.
     Metrics are torchmetrics objects from `make_metrics`, one copy per stage, fed with the `preds` and
     `targets` that `compute` returns: per step in training, over the whole epoch in validation and test.
     Tasks that name their labels (`label_names`) get per-class reports in RUN_DIR/reports at each epoch end.
@@ -55,6 +58,7 @@ class TaskModule(L.LightningModule):
     # Hugging Face architectures this task serves: `convert from-hf` stores it as their checkpoints' task
     hf_architectures: tuple[str, ...] = ()
     token_unit = "tokens"  # what `batch_tokens` counts, as the run's throughput summary names it
+    needs_spec = True  # False: the network is built from `arch` alone when no DataSpec is handed over
 
     def __init__(
         self,
@@ -70,6 +74,7 @@ class TaskModule(L.LightningModule):
         self.init_from, self.label_smoothing = init_from, label_smoothing
         self.compile_network = compile  # not `self.compile`: that is nn.Module's method
         self.net: nn.Module | None = None
+        self.spec: DataSpec | None = None  # what the data decided (use_spec), or the checkpoint's
         self.tokenizer: Any = None
         self.train_metrics: nn.ModuleDict | None = None  # built when a stage starts, once labels are known
         self.val_metrics: nn.ModuleDict | None = None
@@ -81,8 +86,8 @@ class TaskModule(L.LightningModule):
         """Build the task's nn.Module from a complete config."""
         raise NotImplementedError
 
-    def network_config(self, datamodule: Any) -> TransformerConfig:
-        """The architecture completed with what the data decides (vocabulary size, number of labels)."""
+    def network_config(self, spec: DataSpec) -> TransformerConfig:
+        """The architecture completed with what the data decides (vocabulary size, sequence length, image size)."""
         return self.arch
 
     def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
@@ -126,25 +131,29 @@ class TaskModule(L.LightningModule):
         """Restore what `task_state` saved."""
 
     # --- network lifecycle -------------------------------------------------------------------------
+    def use_spec(self, spec: DataSpec) -> None:
+        """Take what the data decided; `configure_model` builds the network from it."""
+        self.spec, self.tokenizer = spec, spec.tokenizer
+
     def configure_model(self) -> None:
-        """Build the network from the datamodule's tokenizer, load starting weights if asked, compile if asked;
-        on a CPU in bf16, give its Linear layers the measured bf16 layouts."""
-        if self._trainer is None:
-            return  # loading a checkpoint outside a Trainer: on_load_checkpoint builds the network
+        """Build the network from the DataSpec, load starting weights if asked, compile if asked; on a CPU in
+        bf16, give its Linear layers the measured bf16 layouts (also to a network a checkpoint built)."""
         if self.net is None:
             self._build_network()
-        if self._cpu_bf16() and not self.compile_network:
+        if self.net is not None and self._trainer is not None and self._cpu_bf16() and not self.compile_network:
             layers = use_bf16_layouts(self.net)
             log.debug("bf16 CPU run: %d Linear layers take the measured layouts", len(layers))
 
     def _build_network(self) -> None:
-        """The network of the datamodule's data (or of `init_from`), compiled if asked."""
-        datamodule = self.trainer.datamodule
-        self.tokenizer = getattr(datamodule, "tokenizer", None)
+        """The network of the DataSpec (or of `init_from`), compiled if asked; none without a spec to build from."""
+        if self.spec is None:
+            if self.needs_spec or self._trainer is None:
+                return  # loading or evaluating a checkpoint: on_load_checkpoint builds from its config and spec
+            self.use_spec(DataSpec())
         if self.init_from:
-            self.net = self._pretrained_network(datamodule)
+            self.net = self._pretrained_network(self.spec)
         else:
-            self.net = self.make_network(self.network_config(datamodule))
+            self.net = self.make_network(self.network_config(self.spec))
         if self.compile_network:
             compile_blocks(self.net)
 
@@ -153,20 +162,20 @@ class TaskModule(L.LightningModule):
         trainer = self.trainer
         return trainer.strategy.root_device.type == "cpu" and str(trainer.precision).startswith("bf16")
 
-    def _pretrained_network(self, datamodule: Any) -> nn.Module:
+    def _pretrained_network(self, spec: DataSpec) -> nn.Module:
         """The network of `init_from`, fitted to the data, with its weights loaded."""
         cfg, state = starting_point(self.init_from)
         cfg = cfg.replace(**{k: getattr(self.arch, k) for k in FINE_TUNING_FIELDS})
-        cfg, state = self.adapt_pretrained(cfg, state, datamodule)
+        cfg, state = self.adapt_pretrained(cfg, state, spec)
         self._check_vocabulary(cfg)
-        self._check_positions(cfg, datamodule)
+        self._check_positions(cfg, spec)
         net = self.make_network(cfg)
         load_weights(net, state, self.init_from)
         log.info("initialised %s from %s", type(net).__name__, self.init_from)
         return net
 
     def adapt_pretrained(
-        self, cfg: TransformerConfig, state: dict[str, Tensor], datamodule: Any
+        self, cfg: TransformerConfig, state: dict[str, Tensor], spec: DataSpec
     ) -> tuple[TransformerConfig, dict[str, Tensor]]:
         """The init_from source's config and weights fitted to this task's data (as they are by default)."""
         return cfg, state
@@ -179,33 +188,34 @@ class TaskModule(L.LightningModule):
                 "set --data.tokenizer to the pretrained model's tokenizer"
             )
 
-    def _check_positions(self, cfg: TransformerConfig, datamodule: Any) -> None:
+    def _check_positions(self, cfg: TransformerConfig, spec: DataSpec) -> None:
         """The data's sequences must fit the pretrained model's position table."""
-        option = datamodule.sequence_length() if hasattr(datamodule, "sequence_length") else None
-        if option is not None and cfg.absolute_positions and option[1] > cfg.max_len:
+        option, length = spec.length_option, spec.max_length
+        if option is not None and cfg.absolute_positions and length > cfg.max_len:
             raise TetraformerError(
-                f"{option[0]} {option[1]} is longer than {self.init_from} handles (max_len {cfg.max_len}): "
-                f"set {option[0]} to at most {cfg.max_len}"
+                f"{option} {length} is longer than {self.init_from} handles (max_len {cfg.max_len}): "
+                f"set {option} to at most {cfg.max_len}"
             )
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Store config, tokenizer and task settings; make hyper-parameters plain data."""
+        """Store config, tokenizer, the data's spec and task settings; make hyper-parameters plain data."""
         checkpoint[PAYLOAD_KEY] = make_payload(
             f"{type(self).__module__}.{type(self).__qualname__}",
             self.net.cfg,
             self.tokenizer,
             self.task_state(),
             wandb_run_id=next((lg.version for lg in self.loggers if isinstance(lg, WandbLogger)), None),
+            **{DATA_SPEC_KEY: (self.spec or DataSpec()).state()},
         )
         if "hyper_parameters" in checkpoint:
             checkpoint["hyper_parameters"] = plain(dict(checkpoint["hyper_parameters"]))
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Rebuild the network and tokenizer from the payload when no datamodule built them."""
+        """Rebuild the network, tokenizer and spec from the payload when no handed-over spec built them."""
         payload = checkpoint[PAYLOAD_KEY]
         self.load_task_state(payload["task"])
         if self.net is None:
-            self.tokenizer = tokenizer_from_state(payload["tokenizer"])
+            self.use_spec(stored_spec(payload))
             self.net = self.make_network(TransformerConfig.from_dict(payload["model_config"]))
 
     # --- optimisation and logging ------------------------------------------------------------------

@@ -28,9 +28,9 @@ log = logging.getLogger(__name__)
 class AttentionRolloutImages(Callback):
     """Writes RUN_DIR/attention/step_NNNNNN.png (image | rollout rows) at each validation; logs it to W&B.
 
-    The module's network (`pl_module.net`, an image backbone or a classifier on one) runs in eval mode on
-    `trainer.datamodule.sample_images("val", n_images)`, which gives (display uint8 (n, C, H, W), pixel
-    values (n, C, H, W)); the same images are used at every validation.
+    The module's network (`pl_module.net`, an image backbone or a classifier on one) runs in eval mode on the
+    first `n_images` of the first validation batch, as `pl_module.batch_images(batch)` gives them (display uint8
+    (B, C, H, W), pixel values (B, C, H, W)); the same images are used at every validation.
     """
 
     def __init__(self, n_images: int = 4) -> None:
@@ -45,7 +45,7 @@ class AttentionRolloutImages(Callback):
         if not (trainer.is_global_zero or forward_needs_every_rank(trainer)):
             return
         if self._samples is None:
-            self._samples = trainer.datamodule.sample_images("val", self.n_images)
+            self._samples = first_images(trainer, pl_module, self.n_images)
         display, pixels = self._samples
         with gathered_weights(trainer):
             rollouts = rollout_maps(pl_module.net, pixels.to(pl_module.device))  # (n, gh, gw)
@@ -59,6 +59,14 @@ class AttentionRolloutImages(Callback):
         if logger is not None:
             logger.log_image(key="val/attention_rollout", images=[str(path)], step=trainer.global_step)
         log.debug("wrote %s", path)
+
+
+def first_images(trainer: L.Trainer, pl_module: Any, n: int) -> tuple[Tensor, Tensor]:
+    """(display (n, C, H, W) uint8, pixel values (n, C, H, W)) of the first validation batch's first n images."""
+    loaders = trainer.val_dataloaders
+    loader = loaders[0] if isinstance(loaders, list | tuple) else loaders
+    display, pixels = pl_module.batch_images(next(iter(loader)))
+    return display[:n], pixels[:n]
 
 
 def rollout_maps(net: torch.nn.Module, pixel_values: Tensor) -> Tensor:
