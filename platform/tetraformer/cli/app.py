@@ -115,8 +115,8 @@ class TetraformerCLI(LightningCLI):
             resumed = self._config_value("ckpt_path") if self.subcommand == "fit" else None
             kwargs["logger"] = make_loggers(root, run, resumed_wandb_id(resumed, root))
         callbacks = list(trainer_cfg.get("callbacks") or [])
-        if trainer_cfg.get("enable_checkpointing", True) is not False:
-            callbacks += default_callbacks(root, run, checkpoints=self.subcommand == "fit")
+        saving = trainer_cfg.get("enable_checkpointing", True) is not False  # else Lightning refuses checkpointers
+        callbacks += default_callbacks(root, run, training=self.subcommand == "fit", checkpoints=saving)
         if self.subcommand == "predict":
             output = self._config_value("predictions") or root / "predictions.jsonl"
             callbacks.append(JsonlPredictionWriter(output))

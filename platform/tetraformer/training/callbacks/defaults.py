@@ -168,13 +168,16 @@ class JsonlPredictionWriter(BasePredictionWriter):
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = True) -> list[Callback]:
+def default_callbacks(
+    root_dir: str | Path, run: RunConfig, training: bool = True, checkpoints: bool = True
+) -> list[Callback]:
     """Callbacks of a run, in the order their hooks run; the one place that order is stated.
 
     The trainer's callbacks, as `tetraformer` runs them:
      1. those the config's `trainer.callbacks` lists;
      2. when training: NonFiniteGuard, FinalValidation (sets should_stop on the last step, before anything saves),
-        Preemption, PeriodicCheckpoint (RunCheckpoint is built here too but runs last, see 8);
+        and unless `--trainer.enable_checkpointing false` (`checkpoints`): Preemption, PeriodicCheckpoint
+        (RunCheckpoint is built here too but runs last, see 8);
      3. always: LearningRateMonitor, Throughput (counts the run's tokens), TimeBudget;
      4. as configured: TokenBudget (reads Throughput's count, so after it), SamplesTable, EarlyStopping,
         RichProgressBar (on a terminal);
@@ -186,14 +189,13 @@ def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = 
     """
     throughput = Throughput(run.peak_tflops)
     callbacks: list[Callback] = [LearningRateMonitor("step"), throughput, TimeBudget()]
-    if checkpoints:
-        callbacks[:0] = [
-            NonFiniteGuard(run.on_nonfinite),
-            FinalValidation(),
+    if training:
+        saving = [
             RunCheckpoint(Path(root_dir) / "checkpoints", run),
             Preemption(),
             PeriodicCheckpoint(run.save_every_n_steps, run.save_every_minutes),
         ]
+        callbacks[:0] = [NonFiniteGuard(run.on_nonfinite), FinalValidation(), *(saving if checkpoints else [])]
     if run.max_tokens is not None:
         callbacks.append(TokenBudget(run.max_tokens, throughput))
     if run.samples:
@@ -202,6 +204,6 @@ def default_callbacks(root_dir: str | Path, run: RunConfig, checkpoints: bool = 
         callbacks.append(EarlyStopping(run.monitor, patience=run.early_stopping_patience, mode=run.monitor_mode))
     if sys.stdout.isatty():  # rich bars are noise in logs and CI
         callbacks.append(RichProgressBar())
-    if checkpoints:  # last: restores the RNG states after what the others draw at train start (a peak probe)
+    if training:  # last: restores the RNG states after what the others draw at train start (a peak probe)
         callbacks.append(RandomState())
     return callbacks
