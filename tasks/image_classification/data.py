@@ -15,12 +15,13 @@ from tetraformer.data.images import Normalization
 from tetraformer.data.spec import DataSpec, ImageSpec
 from tetraformer.errors import ConfigError
 from tetraformer.training.base.datamodule import TaskDataModule
+from tetraformer.training.base.labelled import LabelledData
 
 log = logging.getLogger(__name__)
 SourceFormat = Literal["folder", "csv", "tsv", "json", "jsonl", "npz"]
 
 
-class ImageClassificationData(TaskDataModule):
+class ImageClassificationData(LabelledData, TaskDataModule):
     """Image folders (ROOT/<class>/<image>), CSV/TSV/JSON/JSONL of path + label, or `.npz` arrays x, y.
 
     Images are converted to `channels` (1 or 3) and resized to `image_size` (None: `model_image_size`, which
@@ -90,10 +91,7 @@ class ImageClassificationData(TaskDataModule):
     def setup(self, stage: str) -> None:
         """Decode the splits the stage needs; on fit, fix labels and normalisation from the training split."""
         self.read_splits(stage, self.datasets, self.read)
-        if self.vocabulary is None and (self.fixed_labels or "train" in self.datasets):
-            self.use_labels(self.training_vocabulary())
-        elif self.vocabulary is not None:
-            self.use_labels(self.vocabulary)
+        self.settle_labels("train" in self.datasets)
         if self.normalization is None and (self.given_mean or "train" in self.datasets):
             self.normalization = self.training_normalization()
 

@@ -12,13 +12,14 @@ from torch.utils.data import DataLoader
 from tetraformer.data import DataError, LabelVocabulary, read_records, resolve_files
 from tetraformer.data.buckets import LengthBuckets
 from tetraformer.data.records import LINE_COLUMN, SOURCE_COLUMN
+from tetraformer.training.base.labelled import LabelledData
 from tetraformer.training.base.text_datamodule import TextDataModule
 
 log = logging.getLogger(__name__)
 Row = dict[str, Any]  # input_ids, token_type_ids, then label (raw), labels (encoded), where, or record
 
 
-class TextClassificationData(TextDataModule):
+class TextClassificationData(LabelledData, TextDataModule):
     """CSV/TSV/JSON/JSONL records with a text (and optional pair) field and a label (or labels) field.
 
     The label vocabulary comes from the training split (sorted) or `labels`; a checkpoint's vocabulary wins
@@ -61,10 +62,7 @@ class TextClassificationData(TextDataModule):
         if self.tokenizer is None:
             self.tokenizer = self.load_run_tokenizer()
         self.read_splits(stage, self.datasets, self.read)
-        if self.vocabulary is None and (self.fixed_labels or "train" in self.datasets):
-            self.use_labels(self.training_vocabulary())
-        elif self.vocabulary is not None:
-            self.use_labels(self.vocabulary)
+        self.settle_labels("train" in self.datasets)
 
     def training_vocabulary(self) -> LabelVocabulary:
         """`--data.labels` in their order, else the sorted labels of the training split."""

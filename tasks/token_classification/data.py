@@ -13,6 +13,7 @@ from tetraformer.data.conll import SentenceFormat, TaggedSentence, WordSplit, jo
 from tetraformer.data.spec import DataSpec
 from tetraformer.data.tag_schemes import PREFIXES, canonical_scheme, split_tag, tag_problem, to_canonical
 from tetraformer.data.word_alignment import SentenceBatches, sentence_windows
+from tetraformer.training.base.labelled import LabelledData
 from tetraformer.training.base.text_datamodule import TextDataModule
 
 log = logging.getLogger(__name__)
@@ -21,7 +22,7 @@ TagScheme = Literal["IOB1", "IOB2", "BIOES", "IO"]
 WORDS_FILE = "train_words.txt"  # the training sentences as text, what the run's tokenizer is trained on
 
 
-class TokenClassificationData(TextDataModule):
+class TokenClassificationData(LabelledData, TextDataModule):
     """CoNLL or JSONL tagged sentences (raw text too, to predict); each sentence cut into windows of subwords.
 
     Tags are checked against `tag_scheme` and kept in its canonical form (IOB1 becomes IOB2). The tag
@@ -82,10 +83,7 @@ class TokenClassificationData(TextDataModule):
         for split, sentences in self.sentences.items():
             if split not in self.datasets:
                 self.datasets[split] = self.windows(sentences, predict=split == "predict")
-        if self.vocabulary is None and (self.fixed_labels or "train" in self.sentences):
-            self.use_labels(self.training_vocabulary())
-        elif self.vocabulary is not None:
-            self.use_labels(self.vocabulary)
+        self.settle_labels("train" in self.sentences)
 
     def read(self, path: str, labelled: bool = True) -> list[TaggedSentence]:
         """The sentences of a file (or files), tags checked against the scheme and made canonical."""

@@ -1,4 +1,4 @@
-"""LabelledTask: a TaskModule mixin for tasks whose data is labelled through a LabelVocabulary."""
+"""Labelled tasks: LabelledTask (a TaskModule mixin) and LabelledData (a TaskDataModule mixin) share one vocabulary."""
 
 from __future__ import annotations
 
@@ -34,3 +34,26 @@ class LabelledTask:
                 f"checkpoint's ({stored.describe()})"
             )
         super().on_load_checkpoint(checkpoint)  # type: ignore[misc]
+
+
+class LabelledData:
+    """One label vocabulary for every split: a checkpoint's (given through `use_spec`), else `--data.labels`, else
+    the training split's. Mixed in before the datamodule base; the task says how to build and apply it."""
+
+    vocabulary: LabelVocabulary | None
+    fixed_labels: list[str] | None
+
+    def settle_labels(self, training: bool) -> None:
+        """Fix the vocabulary (when given or when the training split is read) and encode every split with it."""
+        if self.vocabulary is None and (self.fixed_labels or training):
+            self.vocabulary = self.training_vocabulary()
+        if self.vocabulary is not None:
+            self.use_labels(self.vocabulary)
+
+    def training_vocabulary(self) -> LabelVocabulary:
+        """`--data.labels` in their order, else the labels of the training split."""
+        raise NotImplementedError
+
+    def use_labels(self, vocabulary: LabelVocabulary) -> None:
+        """Encode the splits' labels with the vocabulary (an unknown label is a DataError listing the known ones)."""
+        raise NotImplementedError
