@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
-import torch
 
+from tests.threads import single_thread
 from tetraformer.accel import chooser
 
-
-@pytest.fixture(scope="package", autouse=True)
-def _single_thread() -> Iterator[None]:
-    """Run the package on one torch thread, restoring the previous setting afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+__all__ = ["single_thread", "prefer"]
 
 
 @pytest.fixture

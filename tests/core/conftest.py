@@ -1,17 +1,5 @@
-"""Core tests run tiny models: one intra-op thread is fastest and immune to other busy processes."""
+"""Core tests run tiny models on one intra-op thread (tests/threads.py)."""
 
-from __future__ import annotations
+from tests.threads import single_thread
 
-from collections.abc import Iterator
-
-import pytest
-import torch
-
-
-@pytest.fixture(scope="package", autouse=True)
-def _single_thread() -> Iterator[None]:
-    """Run the package on one torch thread, restoring the previous setting afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+__all__ = ["single_thread"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -122,6 +123,18 @@ def wait_for_step(run: Path, step: int, process: subprocess.Popen, timeout: floa
                 return saved
         time.sleep(0.02)
     raise AssertionError(f"{run}: no last.ckpt at step {step} (exit code {process.poll()})")
+
+
+def killed_run(config: Path, run: Path, at_least: int, log: Path) -> int:
+    """A fit saving every step, killed with SIGKILL once it has saved step `at_least`: the step it got to."""
+    process = start(config, "--run.save_every_n_steps", "1", log=log)
+    try:
+        wait_for_step(run, at_least, process)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    return checkpoint(run)["global_step"]
 
 
 def same_weights(a: Path, b: Path) -> bool:

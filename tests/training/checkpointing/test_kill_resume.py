@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import signal
 from pathlib import Path
 
 from tests.training.resume_runs import (
@@ -11,9 +10,8 @@ from tests.training.resume_runs import (
     STEPS,
     checkpoint,
     fit,
+    killed_run,
     same_weights,
-    start,
-    wait_for_step,
     write_config,
 )
 
@@ -23,14 +21,7 @@ def test_run_killed_at_a_random_step_resumes_to_the_same_weights(uninterrupted: 
     at_least = random.randint(2, STEPS - 6)
     run = tmp_path / "run"
     config = write_config(tmp_path, run, **PACED)
-    process = start(config, "--run.save_every_n_steps", "1", log=tmp_path / "killed.log")
-    try:
-        wait_for_step(run, at_least, process)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        process.wait(timeout=60)
-    assert process.returncode == -signal.SIGKILL
-    killed_at = checkpoint(run)["global_step"]
+    killed_at = killed_run(config, run, at_least, tmp_path / "killed.log")
     assert at_least <= killed_at < STEPS
     fit(config, "--ckpt_path", "last")
     assert checkpoint(run)["global_step"] == STEPS

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import random
-import signal
 from pathlib import Path
 
 import pytest
 
-from tests.training.resume_runs import PACED, STEPS, checkpoint, fit, same_weights, start, wait_for_step, write_config
+from tests.training.resume_runs import PACED, STEPS, checkpoint, fit, killed_run, same_weights, write_config
 from tetraformer.accel import chooser
 from tetraformer.accel.chooser import LayoutChooser
 
@@ -52,14 +51,7 @@ def test_kill_resume_across_a_layout_cache_filled_in_between(tmp_path: Path, mon
     at_least = random.randint(2, STEPS - 6)
     run = tmp_path / "run"
     config = write_config(tmp_path, run, **BF16, **PACED)
-    process = start(config, "--run.save_every_n_steps", "1", log=tmp_path / "killed.log")
-    try:
-        wait_for_step(run, at_least, process)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        process.wait(timeout=60)
-    assert process.returncode == -signal.SIGKILL
-    killed_at = checkpoint(run)["global_step"]
+    killed_at = killed_run(config, run, at_least, tmp_path / "killed.log")
     assert cached_keys(cache), "the killed half timed nothing"
     fresh_chooser(monkeypatch, cache)
     fit(config, "--ckpt_path", "last")
