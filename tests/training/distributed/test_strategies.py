@@ -102,8 +102,7 @@ def test_fsdp_units_sample_and_checkpoint_blocks_on_cpu_processes(tmp_path: Path
         devices=2,
         max_steps=6,
         val_check_interval=3,
-        enable_checkpointing=False,
-        callbacks=[{"class_path": "tetraformer.training.callbacks.defaults.SamplesTable"}],
+        enable_checkpointing=False,  # the default callbacks stay, SamplesTable (--run.samples) among them
         strategy={"class_path": "tests.training.cpu_fsdp.CPUFSDP"},
     )
     args = ["fit", "-c", str(config), "--run.wandb", "offline", "--model.arch.activation_checkpointing", "true"]
@@ -116,7 +115,10 @@ def test_fsdp_units_sample_and_checkpoint_blocks_on_cpu_processes(tmp_path: Path
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    tables = sorted(run.glob("wandb/offline-run-*/files/media/table/val/samples_*.table.json"))
+    tables = sorted(
+        run.glob("wandb/offline-run-*/files/media/table/val/samples_*.table.json"),
+        key=lambda path: int(path.name.split("_")[1]),  # W&B's step in the name, not zero-padded
+    )
     assert len(tables) == 2  # steps 3 and 6
     (row,) = json.loads(tables[-1].read_text())["data"]
     assert row[:2] == [6, "First"] and row[2]
