@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.cli_runner import config_runner
+from tests.cli_runner import DATA_SEED, TEST_SEED, config_runner
 
 QUADRANTS = ("bottom_left", "bottom_right", "top_left", "top_right")  # sorted: the vocabulary's order
 SIZE = 16
@@ -70,7 +70,7 @@ def write_npz(path: Path, n: int, seed: int) -> Path:
 def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
     """A tiny ViT (d_model 32, patch 4 on 16x16 gray images) that learns the quadrant fixture in seconds."""
     return {
-        "seed_everything": 0,
+        "seed_everything": TEST_SEED,
         "trainer": {
             "default_root_dir": str(root),
             "max_epochs": 8,
@@ -99,7 +99,7 @@ def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
         },
         "data": {
             "class_path": "tasks.image_classification.data.ImageClassificationData",
-            "init_args": {"channels": 1, "batch_size": 16, **data},
+            "init_args": {"channels": 1, "batch_size": 16, "seed": DATA_SEED, **data},
         },
         "run": {"wandb": "disabled"},
     }
