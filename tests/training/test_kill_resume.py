@@ -7,10 +7,10 @@ import signal
 from pathlib import Path
 
 from tests.training.resume_runs import (
-    PACED,
     STEPS,
     checkpoint,
     fit,
+    paced,
     same_weights,
     start,
     wait_for_step,
@@ -22,13 +22,15 @@ def test_run_killed_at_a_random_step_resumes_to_the_same_weights(uninterrupted: 
     """`kill -9` of `python -m tetraformer.cli fit` saving every step, then `fit --ckpt_path last` to the end."""
     at_least = random.randint(2, STEPS - 6)
     run = tmp_path / "run"
-    config = write_config(tmp_path, run, **PACED)
+    release = tmp_path / "killed"
+    config = write_config(tmp_path, run, **paced(release))
     process = start(config, "--run.save_every_n_steps", "1", log=tmp_path / "killed.log")
     try:
         wait_for_step(run, at_least, process)
         process.send_signal(signal.SIGKILL)
     finally:
-        process.wait(timeout=60)
+        release.touch()
+        process.wait(timeout=600)
     assert process.returncode == -signal.SIGKILL
     killed_at = checkpoint(run)["global_step"]
     assert at_least <= killed_at < STEPS
