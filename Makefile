@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint bench clean quickstart
+.PHONY: venv test test-fast lint bench clean quickstart
 
 venv: $(STAMP)
 
@@ -19,8 +19,13 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# everything (about 10 minutes on 2 CPU cores); pytest lists the 20 slowest tests
 test: lint
 	$(PY) -m pytest -q
+
+# the unit tests, without CLI fits or multi-process runs (the `slow` marker): about 2 minutes on 2 CPU cores
+test-fast: lint
+	$(PY) -m pytest -q -m "not slow"
 
 bench: venv
 	$(PY) scripts/bench.py --markdown

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import torch
+from lightning.pytorch.cli import LightningCLI
 from torch import nn
 
+from tests.cli_runner import TEST_SEED
 from tetraformer.core import CausalLM, ImageEncoder, Seq2SeqLM, TextEncoder, TransformerConfig
 
 TINY: dict[str, Any] = dict(
@@ -29,24 +32,84 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Keep the bf16 layout cache of test runs (and their subprocesses) out of the user's ~/.cache."""
+    """Keep the bf16 layout cache of test runs (and their subprocesses) out of the user's ~/.cache; run tests and
+    their subprocesses on one torch thread."""
     if "TETRAFORMER_CACHE_DIR" not in os.environ:
         os.environ["TETRAFORMER_CACHE_DIR"] = tempfile.mkdtemp(prefix="tetraformer-cache-")
+    # The tiny test models gain nothing from more threads, and on a busy machine the threads of a process spin
+    # waiting for each other: a CLI fit then costs several times the CPU time (8x measured under a load of 10).
+    torch.set_num_threads(int(os.environ.setdefault("OMP_NUM_THREADS", "1")))
+
+
+# Fixtures that run the `tetraformer` CLI (a fit, or a command on a checkpoint a fit made): their tests are `slow`.
+FIT_FIXTURES = {"run_cli", "trained", "trained_run", "uninterrupted", "stopped", "nan_run", "compared", "runs"}
+
+
+# pytest-timeout's limit (pyproject's `timeout`, a hang guard) for tests that start several training processes:
+# on a busy 2-core machine their start-up alone takes minutes
+DISTRIBUTED_TIMEOUT_S = 900
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip tests marked `gpu` on machines without CUDA."""
-    if torch.cuda.is_available():
-        return
+    """Mark `slow` the tests that run the CLI or several processes (with a longer hang guard for the latter); skip
+    tests marked `gpu` without CUDA."""
     for item in items:
-        if "gpu" in item.keywords:
+        if "distributed" in item.keywords or FIT_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+        if "distributed" in item.keywords and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(DISTRIBUTED_TIMEOUT_S))
+        if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """A test not marked `slow` that runs the CLI (here or in a fixture it sets up) fails: `make test-fast` stays
+    fast only if every such test is marked."""
+    with _cli_runs() as runs:
+        yield
+    _refuse_unmarked_cli_run(item, runs)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """The same check while the test body runs."""
+    with _cli_runs() as runs:
+        yield
+    _refuse_unmarked_cli_run(item, runs)
+
+
+@contextlib.contextmanager
+def _cli_runs() -> Iterator[list[str]]:
+    """Within the block, the subcommand of each CLI run (fit, validate, test, predict) that got past parsing."""
+    runs: list[str] = []
+    run = LightningCLI._run_subcommand
+
+    def counted(cli: LightningCLI, subcommand: str) -> None:
+        runs.append(subcommand)
+        run(cli, subcommand)
+
+    LightningCLI._run_subcommand = counted  # type: ignore[method-assign]
+    try:
+        yield runs
+    finally:
+        LightningCLI._run_subcommand = run  # type: ignore[method-assign]
+
+
+def _refuse_unmarked_cli_run(item: pytest.Item, runs: list[str]) -> None:
+    """Fail a test that ran the CLI without the `slow` marker."""
+    if runs and "slow" not in item.keywords:
+        pytest.fail(
+            f"runs `tetraformer {runs[0]}` ({len(runs)} CLI runs) but is not marked slow: mark it "
+            "(@pytest.mark.slow) or give it a fixture of FIT_FIXTURES in tests/conftest.py",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(autouse=True)
 def _seed() -> None:
-    """Seed torch so every test sees the same weights and inputs."""
-    torch.manual_seed(0)
+    """Seed torch so every test sees the same weights and inputs (TETRAFORMER_TEST_SEED, 0 by default)."""
+    torch.manual_seed(TEST_SEED)
 
 
 @pytest.fixture

@@ -107,6 +107,7 @@ def attention(*args: str) -> None:
     main(["attention", *args])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", list(TEXT_FAMILIES))
 def test_text_checkpoints_draw_token_maps(family: str, checkpoint: Callable[[str], Path], tmp_path: Path) -> None:
     out = tmp_path / "map.png"
@@ -116,6 +117,7 @@ def test_text_checkpoints_draw_token_maps(family: str, checkpoint: Callable[[str
     assert_png(out)
 
 
+@pytest.mark.slow
 def test_seq2seq_cross_attention_over_the_greedy_output_and_a_given_target(
     checkpoint: Callable[[str], Path], tmp_path: Path
 ) -> None:
@@ -141,6 +143,7 @@ def test_seq2seq_cross_attention_over_the_greedy_output_and_a_given_target(
     assert_png(tmp_path / "decoder.png")
 
 
+@pytest.mark.slow
 def test_text_file_and_max_tokens(checkpoint: Callable[[str], Path], tmp_path: Path) -> None:
     text = tmp_path / "text.txt"
     text.write_text("today we read the news about a match and the team and the score\n", encoding="utf-8")
@@ -150,6 +153,7 @@ def test_text_file_and_max_tokens(checkpoint: Callable[[str], Path], tmp_path: P
     assert assert_png(tmp_path / "cut.png")[1] < assert_png(tmp_path / "all.png")[1]
 
 
+@pytest.mark.slow
 def test_image_checkpoint_draws_heads_and_rollout(
     checkpoint: Callable[[str], Path], image_file: Path, tmp_path: Path
 ) -> None:

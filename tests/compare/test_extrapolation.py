@@ -13,6 +13,8 @@ from tests.tasks.language_modeling.conftest import TEXT, tiny_config
 from tetraformer.cli import main
 from tetraformer.compare.extrapolation import extrapolate
 
+pytestmark = pytest.mark.slow  # every test here runs the CLI
+
 BLOCK = 16
 
 

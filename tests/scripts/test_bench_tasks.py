@@ -11,6 +11,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import bench_tasks  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test here runs the CLI
+
 TEXT = "First Citizen: Before we proceed any further, hear me speak.\n"
 
 

@@ -26,6 +26,8 @@ from tests.tasks.token_classification.conftest import tiny_config as tagger_conf
 from tests.training.wandb_records import summary_items
 from tetraformer.cli import main
 
+pytestmark = pytest.mark.slow  # every test here runs the CLI
+
 
 def write_text(path: Path, text: str) -> Path:
     """A text file."""

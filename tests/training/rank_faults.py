@@ -21,15 +21,15 @@ Fault = Literal["exit", "kill", "hang"]
 
 class RankFault(Callback):
     """At `step`, rank `rank` exits (os._exit), is SIGKILLed or hangs, noting the time in `pid_dir`/failed_at;
-    every rank writes its pid to `pid_dir`/rankN when training starts."""
+    every rank writes its pid and start time to `pid_dir`/rankN when training starts."""
 
     def __init__(self, step: int, rank: int, fault: Fault, pid_dir: str) -> None:
         self.step, self.rank, self.fault, self.pid_dir = step, rank, fault, Path(pid_dir)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: Any) -> None:
-        """Tell the test which processes to look for afterwards."""
+        """Tell the test which processes to look for afterwards (pid and start time: a pid may be reused)."""
         self.pid_dir.mkdir(parents=True, exist_ok=True)
-        (self.pid_dir / f"rank{trainer.global_rank}").write_text(str(os.getpid()))
+        (self.pid_dir / f"rank{trainer.global_rank}").write_text(f"{os.getpid()} {started(os.getpid())}")
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
         """Fail on the chosen step and rank."""
@@ -44,9 +44,12 @@ class RankFault(Callback):
 
 
 def ddp_fit(
-    tmp_path: Path, config: dict, *args: str, timeout: float = 180
+    tmp_path: Path, config: dict, *args: str, timeout: float = 400
 ) -> tuple[subprocess.CompletedProcess, float]:
-    """Run `tetraformer fit` of `config` on two CPU processes (gloo); returns the finished process and its seconds."""
+    """Run `tetraformer fit` of `config` on two CPU processes (gloo); returns the finished process and its seconds.
+
+    `timeout` only guards against a hang: on a busy machine two ranks take minutes to start and train.
+    """
     path = tmp_path / "ddp.yaml"
     path.write_text(yaml.safe_dump(config))
     command = [
@@ -85,10 +88,26 @@ def with_fault(config: dict, tmp_path: Path, step: int, rank: int, fault: Fault)
     return config
 
 
-def alive(pid: int) -> bool:
-    """Whether a process is running (a zombie awaiting its parent counts as gone)."""
-    status = Path(f"/proc/{pid}/status")
+def started(pid: int) -> int | None:
+    """A process's start time (clock ticks after boot), None once it is gone or a zombie awaiting its parent."""
     try:
-        return "State:\tZ" not in status.read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except FileNotFoundError:
-        return False
+        return None
+    state, *fields = stat.rsplit(")", 1)[1].split()  # after "pid (command)": state, ppid, ... starttime is 22nd
+    return None if state in "ZX" else int(fields[18])
+
+
+def still_running(pid_dir: Path, timeout: float = 60) -> list[int]:
+    """The job's ranks (pids written by RankFault) still running after waiting up to `timeout` s for them to end.
+
+    A rank that outlives the process the test waited for exits after a poll of its parent (or the kernel is still
+    tearing it down): on a busy machine that takes a while, so the test waits for it instead of looking once.
+    """
+    ranks = [tuple(map(int, path.read_text().split())) for path in sorted(pid_dir.glob("rank*"))]
+    deadline = time.monotonic() + timeout
+    while True:
+        running = [pid for pid, start in ranks if started(pid) == start]
+        if not running or time.monotonic() > deadline:
+            return running
+        time.sleep(0.1)

@@ -23,14 +23,20 @@ THREADS = "1"  # every run on one thread: the same bits in and out of process, a
 
 
 class Pace(Callback):
-    """Sleeps after each training batch, so a signal or a kill lands mid-run (it changes no number)."""
+    """Sleeps after each training batch, so a signal or a kill lands mid-run (it changes no number); two steps
+    before the end it waits for the file `release` (the test writes it once it has signalled or killed the run), so
+    that the run cannot end before however late a busy machine lets the test act."""
 
-    def __init__(self, seconds: float = 0.1) -> None:
-        self.seconds = seconds
+    def __init__(self, release: str, seconds: float = 0.1, hang_guard_s: float = 600) -> None:
+        self.release, self.seconds, self.hang_guard_s = Path(release), seconds, hang_guard_s
 
-    def on_train_batch_end(self, *args: Any) -> None:
-        """Wait a little."""
+    def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+        """Wait a little, or for the release near the end."""
         time.sleep(self.seconds)
+        if trainer.global_step == STEPS - 2:
+            deadline = time.monotonic() + self.hang_guard_s
+            while not self.release.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
 
 
 class SignalAt(Callback):
@@ -50,7 +56,9 @@ class SignalAt(Callback):
             os.kill(os.getpid(), self.signum)
 
 
-PACED = {"callbacks": [{"class_path": f"{__name__}.Pace"}]}  # write_config(..., **PACED): about 0.1 s a step
+def paced(release: Path) -> dict[str, Any]:
+    """Trainer options for write_config: about 0.1 s a step, held before the end until `release` exists."""
+    return {"callbacks": [{"class_path": f"{__name__}.Pace", "init_args": {"release": str(release)}}]}
 
 
 def write_config(root: Path, run: Path, **trainer: Any) -> Path:
@@ -125,14 +133,16 @@ def wait_for_step(run: Path, step: int, process: subprocess.Popen, timeout: floa
     raise AssertionError(f"{run}: no last.ckpt at step {step} (exit code {process.poll()})")
 
 
-def killed_run(config: Path, run: Path, at_least: int, log: Path) -> int:
-    """A fit saving every step, killed with SIGKILL once it has saved step `at_least`: the step it got to."""
+def killed_run(config: Path, run: Path, at_least: int, release: Path, log: Path) -> int:
+    """A paced fit (`paced(release)`) saving every step, killed with SIGKILL once it has saved step `at_least`, then
+    released: the step it got to."""
     process = start(config, "--run.save_every_n_steps", "1", log=log)
     try:
         wait_for_step(run, at_least, process)
         process.send_signal(signal.SIGKILL)
     finally:
-        process.wait(timeout=60)
+        release.touch()
+        process.wait(timeout=600)
     assert process.returncode == -signal.SIGKILL
     return checkpoint(run)["global_step"]
 

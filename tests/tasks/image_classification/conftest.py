@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_runner import config_runner
+from tests.cli_runner import DATA_SEED, TEST_SEED, config_runner
 from tests.data.quadrant_images import SIZE, write_folder
 
 
 def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
     """A tiny ViT (d_model 32, patch 4 on 16x16 gray images) that learns the quadrant fixture in seconds."""
     return {
-        "seed_everything": 0,
+        "seed_everything": TEST_SEED,
         "trainer": {
             "default_root_dir": str(root),
             "max_epochs": 8,
@@ -43,7 +43,7 @@ def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
         },
         "data": {
             "class_path": "tasks.image_classification.data.ImageClassificationData",
-            "init_args": {"channels": 1, "batch_size": 16, **data},
+            "init_args": {"channels": 1, "batch_size": 16, "seed": DATA_SEED, **data},
         },
         "run": {"wandb": "disabled"},
     }

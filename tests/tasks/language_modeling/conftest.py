@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli_runner import config_runner
+from tests.cli_runner import DATA_SEED, TEST_SEED, config_runner
 from tetraformer.cli import main
 
 TEXT = "First Citizen: Before we proceed any further, hear me speak.\n"
@@ -17,7 +17,7 @@ TEXT = "First Citizen: Before we proceed any further, hear me speak.\n"
 def tiny_config(root: Path, **data: object) -> dict:
     """A config for a very small char-level GPT that trains in seconds on 2 cores."""
     return {
-        "seed_everything": 0,
+        "seed_everything": TEST_SEED,
         "trainer": {
             "default_root_dir": str(root),
             "max_steps": 20,
@@ -40,7 +40,7 @@ def tiny_config(root: Path, **data: object) -> dict:
         },
         "data": {
             "class_path": "tasks.language_modeling.data.LanguageModelingData",
-            "init_args": {"tokenizer_type": "char", "block_size": 16, "batch_size": 8, **data},
+            "init_args": {"tokenizer_type": "char", "block_size": 16, "batch_size": 8, "seed": DATA_SEED, **data},
         },
         "run": {"wandb": "disabled"},
     }

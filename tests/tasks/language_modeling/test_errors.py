@@ -112,7 +112,7 @@ def test_data_errors_speak_cli(
         ["test", "--ckpt_path", "{bad}", "--data.test_path", "{bad}"],
         ["predict", "--ckpt_path", "{bad}", "--data.predict_path", "{bad}"],
         ["fit", "-c", "{config}", "--ckpt_path", "{bad}"],
-        ["fit", "-c", "{config}", "--model.init_args.init_from", "{bad}"],
+        pytest.param(["fit", "-c", "{config}", "--model.init_args.init_from", "{bad}"], marks=pytest.mark.slow),
     ],
 )
 def test_not_a_checkpoint_is_one_line(

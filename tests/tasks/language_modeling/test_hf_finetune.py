@@ -10,6 +10,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from tasks.language_modeling.data import LanguageModelingData
+from tests.cli_runner import TEST_SEED
 from tests.tasks.language_modeling.test_cli import validation_loss
 from tetraformer.cli import main
 from tetraformer.cli.commands import convert_command
@@ -33,7 +34,7 @@ def hf_gpt2(tmp_path: Path, text_file: Path) -> Path:
         embd_pdrop=0.0,
         attn_pdrop=0.0,
     )
-    torch.manual_seed(0)
+    torch.manual_seed(TEST_SEED)
     GPT2LMHeadModel(config).save_pretrained(out)
     return out
 

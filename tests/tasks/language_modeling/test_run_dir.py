@@ -122,12 +122,16 @@ def test_resume_with_max_time_spent_says_so(
     """max_time counts over resumes: a resume with none left is one error line, a larger budget trains on."""
     data = {"train_path": str(text_file), "documents": "line"}
     budget = ("--trainer.max_steps", "100000", "--trainer.val_check_interval", "50")
-    run = run_cli("fit", *budget, "--trainer.max_time", "00:00:00:01", **data)
+    run = run_cli("fit", *budget, "--trainer.max_time", "00:00:00:01", **data)  # stopped by the time
     with pytest.raises(SystemExit) as exit_info:
         run_cli("fit", *budget, "--trainer.max_time", "00:00:00:01", "--ckpt_path", "last", **data)
     assert exit_info.value.code == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("error: this run already trained for") and "raise --trainer.max_time" in line
-    run_cli("fit", *budget, "--trainer.max_time", "00:00:00:03", "--ckpt_path", "last", **data)
+    stopped = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
+    # 2 more steps, under a time budget that no busy machine runs out of
+    more = ("--trainer.max_steps", str(stopped + 2), "--trainer.max_time", "00:01:00:00")
+    run_cli("fit", *more, "--ckpt_path", "last", **data)
     *_, resumed = logged_rows(run, "train/tokens_per_s")
     assert resumed  # the resumed run trained and logged its throughput
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == stopped + 2

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_runner import config_runner
+from tests.cli_runner import DATA_SEED, TEST_SEED, config_runner
 
 WORDS = [
     "zero",
@@ -44,7 +44,7 @@ def topic_corpus(n_documents: int, seed: int = 0) -> str:
 def tiny_config(root: Path, next_sentence: bool = False, **data: object) -> dict:
     """A config for a very small BERT that trains in seconds on 2 cores."""
     return {
-        "seed_everything": 0,
+        "seed_everything": TEST_SEED,
         "trainer": {
             "default_root_dir": str(root),
             "max_steps": 20,
@@ -75,7 +75,14 @@ def tiny_config(root: Path, next_sentence: bool = False, **data: object) -> dict
         },
         "data": {
             "class_path": "tasks.masked_lm.data.MaskedLMData",
-            "init_args": {"vocab_size": 100, "max_length": 32, "batch_size": 16, "val_fraction": 0.2, **data},
+            "init_args": {
+                "vocab_size": 100,
+                "max_length": 32,
+                "batch_size": 16,
+                "val_fraction": 0.2,
+                "seed": DATA_SEED,
+                **data,
+            },
         },
         "run": {"wandb": "disabled"},
     }

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_runner import config_runner
+from tests.cli_runner import DATA_SEED, TEST_SEED, config_runner
 
 ALPHABET = "abcdefgh"
 
@@ -50,7 +50,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 def tiny_config(root: Path, arch: str = "t5", model: dict | None = None, **data: object) -> dict:
     """A char-level encoder-decoder small enough to train in seconds on 2 cores."""
     return {
-        "seed_everything": 0,
+        "seed_everything": TEST_SEED,
         "trainer": {
             "default_root_dir": str(root),
             "max_steps": 20,
@@ -82,7 +82,7 @@ def tiny_config(root: Path, arch: str = "t5", model: dict | None = None, **data:
         },
         "data": {
             "class_path": "tasks.seq2seq.data.Seq2SeqData",
-            "init_args": {"tokenizer_type": "char", "vocab_size": 100, "batch_size": 32, **data},
+            "init_args": {"tokenizer_type": "char", "vocab_size": 100, "batch_size": 32, "seed": DATA_SEED, **data},
         },
         "run": {"wandb": "disabled"},
     }

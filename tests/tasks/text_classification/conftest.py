@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_runner import config_runner
+from tests.cli_runner import DATA_SEED, TEST_SEED, config_runner
 
 # one keyword decides the label: a learnable fixture for any backbone
 WORDS = {
@@ -54,7 +54,7 @@ def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
     It learns the keyword fixture in seconds on 2 cores.
     """
     return {
-        "seed_everything": 0,
+        "seed_everything": TEST_SEED,
         "trainer": {
             "default_root_dir": str(root),
             "max_epochs": 6,
@@ -75,7 +75,14 @@ def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
         },
         "data": {
             "class_path": "tasks.text_classification.data.TextClassificationData",
-            "init_args": {"tokenizer_type": "bpe", "vocab_size": 320, "batch_size": 16, "max_length": 48, **data},
+            "init_args": {
+                "tokenizer_type": "bpe",
+                "vocab_size": 320,
+                "batch_size": 16,
+                "max_length": 48,
+                "seed": DATA_SEED,
+                **data,
+            },
         },
         "run": {"wandb": "disabled"},
     }

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_runner import config_runner
+from tests.cli_runner import DATA_SEED, TEST_SEED, config_runner
 
 # a learnable tagging fixture: names (a first name, sometimes a surname) and cities among filler words
 FIRST, SURNAMES = ["anna", "boris", "carla", "dmitri"], ["smith", "jones", "novak"]
@@ -43,7 +43,7 @@ def write_conll(path: Path, sentences: list[list[tuple[str, str]]]) -> Path:
 def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
     """A very small tagger on a WordPiece tokenizer that learns the fixture in seconds on 2 cores."""
     return {
-        "seed_everything": 0,
+        "seed_everything": TEST_SEED,
         "trainer": {
             "default_root_dir": str(root),
             "max_epochs": 7,
@@ -63,7 +63,14 @@ def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
         },
         "data": {
             "class_path": "tasks.token_classification.data.TokenClassificationData",
-            "init_args": {"tokenizer_type": "wordpiece", "vocab_size": 100, "batch_size": 16, "max_length": 48, **data},
+            "init_args": {
+                "tokenizer_type": "wordpiece",
+                "vocab_size": 100,
+                "batch_size": 16,
+                "max_length": 48,
+                "seed": DATA_SEED,
+                **data,
+            },
         },
         "run": {"wandb": "disabled"},
     }

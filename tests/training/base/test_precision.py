@@ -11,6 +11,8 @@ import torch
 
 from tests.training.tiny_lm import assert_usable_checkpoint, lm_fit
 
+pytestmark = pytest.mark.slow  # every test here runs the CLI
+
 PRECISIONS = ["32-true", "bf16-mixed", "16-mixed", "bf16-true"]
 CPU_UNSUPPORTED = {
     "16-mixed": "fp16 AMP does not run on CPU: Lightning warns and runs bf16-mixed instead (the bf16-mixed case)"

@@ -61,6 +61,7 @@ def test_write_killed_halfway_keeps_the_previous_checkpoint(uninterrupted: Path,
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
 
 
+@pytest.mark.slow
 def test_fit_writes_every_checkpoint_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """best.ckpt and last.ckpt of a fit both go through AtomicCheckpointIO."""
     written: list[str] = []

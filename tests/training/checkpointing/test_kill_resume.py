@@ -6,11 +6,11 @@ import random
 from pathlib import Path
 
 from tests.training.resume_runs import (
-    PACED,
     STEPS,
     checkpoint,
     fit,
     killed_run,
+    paced,
     same_weights,
     write_config,
 )
@@ -20,8 +20,9 @@ def test_run_killed_at_a_random_step_resumes_to_the_same_weights(uninterrupted: 
     """`kill -9` of `python -m tetraformer.cli fit` saving every step, then `fit --ckpt_path last` to the end."""
     at_least = random.randint(2, STEPS - 6)
     run = tmp_path / "run"
-    config = write_config(tmp_path, run, **PACED)
-    killed_at = killed_run(config, run, at_least, tmp_path / "killed.log")
+    release = tmp_path / "killed"
+    config = write_config(tmp_path, run, **paced(release))
+    killed_at = killed_run(config, run, at_least, release, tmp_path / "killed.log")
     assert at_least <= killed_at < STEPS
     fit(config, "--ckpt_path", "last")
     assert checkpoint(run)["global_step"] == STEPS

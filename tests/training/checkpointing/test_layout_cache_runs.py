@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.training.resume_runs import PACED, STEPS, checkpoint, fit, killed_run, same_weights, write_config
+from tests.training.resume_runs import STEPS, checkpoint, fit, killed_run, paced, same_weights, write_config
 from tetraformer.accel import chooser
 from tetraformer.accel.chooser import LayoutChooser
 
@@ -50,8 +50,9 @@ def test_kill_resume_across_a_layout_cache_filled_in_between(tmp_path: Path, mon
     fresh_chooser(monkeypatch, cache)  # the environment the killed process inherits
     at_least = random.randint(2, STEPS - 6)
     run = tmp_path / "run"
-    config = write_config(tmp_path, run, **BF16, **PACED)
-    killed_at = killed_run(config, run, at_least, tmp_path / "killed.log")
+    release = tmp_path / "killed"
+    config = write_config(tmp_path, run, **BF16, **paced(release))
+    killed_at = killed_run(config, run, at_least, release, tmp_path / "killed.log")
     assert cached_keys(cache), "the killed half timed nothing"
     fresh_chooser(monkeypatch, cache)
     fit(config, "--ckpt_path", "last")

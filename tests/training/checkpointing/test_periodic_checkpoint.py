@@ -33,6 +33,7 @@ def last_saves(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     [(("--run.save_every_n_steps", "3"), [3, 6, 9]), (("--run.save_every_minutes", "1e-6"), list(range(1, 10)))],
     ids=["every-3-steps", "every-few-microseconds"],
 )
+@pytest.mark.slow
 def test_last_checkpoint_between_validations(
     option: tuple[str, str], saved: list[int], last_saves: list[int], tmp_path: Path
 ) -> None:

@@ -14,10 +14,10 @@ import pytest
 from lightning.fabric.plugins.environments import LightningEnvironment, SLURMEnvironment
 
 from tests.training.resume_runs import (
-    PACED,
     STEPS,
     checkpoint,
     fit,
+    paced,
     same_weights,
     start,
     start_ranks,
@@ -101,8 +101,8 @@ def test_signal_stops_at_the_boundary_with_last_saved_and_resumes_exactly(
 def test_sigterm_to_a_fit_process_exits_0_and_resumes_exactly(uninterrupted: Path, tmp_path: Path) -> None:
     """SIGTERM to `python -m tetraformer.cli fit` mid-run: exit 0, last.ckpt at a step boundary, a resume line;
     `fit --ckpt_path last` then ends with the uninterrupted weights."""
-    run = tmp_path / "run"
-    config = write_config(tmp_path, run, **PACED)
+    run, release = tmp_path / "run", tmp_path / "signalled"
+    config = write_config(tmp_path, run, **paced(release))
     log = tmp_path / "fit.log"
     process = start(config, log=log)
     try:
@@ -110,7 +110,8 @@ def test_sigterm_to_a_fit_process_exits_0_and_resumes_exactly(uninterrupted: Pat
         time.sleep(random.uniform(0, 0.5))
         process.send_signal(signal.SIGTERM)
     finally:
-        process.wait(timeout=120)
+        release.touch()
+        process.wait(timeout=600)
     assert process.returncode == 0, log.read_text()[-3000:]
     ckpt = checkpoint(run)
     assert 5 <= ckpt["global_step"] < STEPS and data_position_matches(ckpt)
@@ -127,14 +128,15 @@ def test_sigterm_to_one_ddp_rank_stops_both_and_resumes_exactly(tmp_path: Path) 
     reference = tmp_path / "reference"
     ranks = start_ranks(write_config(tmp_path, reference, **ddp), logs=tmp_path)
     assert [rank.wait(timeout=600) for rank in ranks] == [0, 0]
-    run = tmp_path / "run"
-    config = write_config(tmp_path, run, **ddp, **PACED)
+    run, release = tmp_path / "run", tmp_path / "signalled"
+    config = write_config(tmp_path, run, **ddp, **paced(release))
     ranks = start_ranks(config, logs=tmp_path)
     try:
         wait_for_step(run, 5, ranks[0])
         ranks[1].send_signal(signal.SIGTERM)
     finally:
-        codes = [rank.wait(timeout=300) for rank in ranks]
+        release.touch()
+        codes = [rank.wait(timeout=600) for rank in ranks]
     assert codes == [0, 0], (tmp_path / "rank0.log").read_text()[-3000:]
     ckpt = checkpoint(run)
     assert ckpt["global_step"] < STEPS and data_position_matches(ckpt, per_epoch=BATCHES_PER_EPOCH // 2)

@@ -177,6 +177,7 @@ def test_resume_last_before_any_checkpoint_trains_from_scratch(
     assert same_weights(run, uninterrupted)
 
 
+@pytest.mark.slow
 def test_resume_is_exact_when_callbacks_draw_random_numbers_at_train_start(tmp_path: Path) -> None:
     """`--run.peak_tflops auto` times a matmul of random inputs at train start (once per process: the cache is
     cleared per fit, as each CLI process starts cold); the RNG states are restored after such draws."""
