@@ -14,6 +14,8 @@ from tetraformer.accel.chooser import LayoutChooser
 
 BF16 = {"precision": "bf16-mixed"}  # on the CPU: the run's Linear layers time and take the measured bf16 layouts
 
+pytestmark = pytest.mark.slow  # CLI fits
+
 
 def fresh_chooser(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
     """What a new process starts with: a chooser (the real timer) that reads `cache` on first use."""
