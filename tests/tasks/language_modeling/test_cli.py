@@ -32,13 +32,16 @@ def test_fast_dev_run(run_cli: Callable[..., Path], text_file: Path) -> None:
     assert (run / "tokenizer" / "tokenizer.json").is_file()
 
 
+@pytest.mark.learning
 @pytest.mark.parametrize("position", ["rotary", "relative"])
 def test_memorises_and_generates(run_cli: Callable[..., Path], text_file: Path, position: str) -> None:
     """A tiny GPT (rotary, or T5's causal relative buckets) memorises a short text, and greedy generation from
     the checkpoint reproduces it."""
     data = {"train_path": str(text_file), "val_path": str(text_file), "documents": "line", "block_size": 64}
-    # 150 steps memorise it under 3 of 4 batch orders (data.seed 1, 2, 3, 1234 measured); 200 under all of them
-    args = ["--trainer.max_steps", "200", "--trainer.val_check_interval", "50", "--model.arch.position", position]
+    # the rate anneals to 0 (cosine): at a constant rate the loss still jumps about at step 200, and the greedy text
+    # of one seed in six went astray ("any furocer"); annealed, 8 of 8 seeds end below loss 0.02 and reproduce it
+    args = ["--trainer.max_steps", "200", "--trainer.val_check_interval", "50", "--model.optim.schedule", "cosine"]
+    args += ["--model.arch.position", position]
     run = run_cli("fit", *args, **data)
     assert train_losses(run)[-1][1] < 0.15
     module = load_task_module(run / "checkpoints" / "last.ckpt")
@@ -47,6 +50,7 @@ def test_memorises_and_generates(run_cli: Callable[..., Path], text_file: Path, 
     assert prompt + module.generate([prompt], greedy)[0] == TEXT.rstrip("\n")
 
 
+@pytest.mark.learning
 def test_resume_continues_steps_and_loss(run_cli: Callable[..., Path], text_file: Path) -> None:
     """`fit --ckpt_path last` continues the step count and the loss curve where the first run stopped."""
     data = {"train_path": str(text_file), "documents": "line", "val_fraction": 0.2}
@@ -218,6 +222,7 @@ def validation_loss(run: Path) -> float:
         return [float(r["val/loss"]) for r in csv.DictReader(f) if r.get("val/loss")][-1]
 
 
+@pytest.mark.learning
 def test_init_from_checkpoint_starts_from_its_weights(
     run_cli: Callable[..., Path], text_file: Path, tmp_path: Path
 ) -> None:

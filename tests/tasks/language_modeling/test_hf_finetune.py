@@ -50,6 +50,7 @@ def hf_validation_loss(model_dir: Path, text_file: Path) -> float:
     return torch.nn.functional.cross_entropy(logits.flatten(0, 1), blocks[:, 1:].flatten()).item()
 
 
+@pytest.mark.learning
 def test_first_validation_equals_imported_model(
     run_cli: Callable[..., Path], hf_gpt2: Path, text_file: Path, tmp_path: Path
 ) -> None:

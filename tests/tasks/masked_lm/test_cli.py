@@ -20,6 +20,10 @@ from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
 from tetraformer.training.checkpointing.loading import load_task_module
 
 MASKED_LM = "tasks.masked_lm.module.MaskedLanguageModeling"
+COSINE = ("--model.optim.schedule", "cosine")
+# Masked-token accuracy on this corpus levels off near 0.8: the document's word is found from its context, and most
+# misses are a masked "." whose place in a run of one repeated word nothing fixes. A "." at every mask scores ~0.2.
+LEARNED_ACCURACY = 0.6
 
 
 def metric_rows(run: Path, key: str) -> list[float]:
@@ -31,24 +35,29 @@ def metric_rows(run: Path, key: str) -> list[float]:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(run dir, corpus) of one 150-step run of a tiny post-norm BERT on the one-word-per-document corpus."""
+    """(run dir, corpus) of one 250-step run of a tiny post-norm BERT on the one-word-per-document corpus, its rate
+    annealed to 0 (cosine). On 12 seeds measured it ends at masked-token accuracy 0.77-0.87 and fills 48 of 48
+    masks of "w w <mask> w ." lines with the line's word. After 150 steps accuracy ended at 0.73-0.84 at a constant
+    rate, and annealed, one seed in six put another word first for "seven"."""
     root = tmp_path_factory.mktemp("mlm")
     corpus = root / "corpus.txt"
     corpus.write_text(topic_corpus(200), encoding="utf-8")
     config = root / "fit.yaml"
     config.write_text(yaml.safe_dump(tiny_config(root / "run", train_path=str(corpus))))
-    main(["fit", "-c", str(config), "--trainer.max_steps", "150", "--trainer.val_check_interval", "50"])
+    main(["fit", "-c", str(config), "--trainer.max_steps", "250", "--trainer.val_check_interval", "50", *COSINE])
     return root / "run", corpus
 
 
+@pytest.mark.learning
 def test_tiny_bert_learns_masked_tokens(trained: tuple[Path, Path]) -> None:
     """Masked-token accuracy over the validation epoch climbs well above chance (1/16 words) and the loss falls."""
     run, _ = trained
     accuracy, loss = metric_rows(run, "val/mlm_accuracy"), metric_rows(run, "val/loss")
-    assert accuracy[-1] > 0.7 and accuracy[-1] > accuracy[0]
+    assert accuracy[-1] > LEARNED_ACCURACY and accuracy[-1] > accuracy[0]
     assert loss[-1] < 0.5 * loss[0]
 
 
+@pytest.mark.learning
 def test_checkpoint_carries_tokenizer_and_test_needs_only_it(trained: tuple[Path, Path], tmp_path: Path) -> None:
     """The checkpoint stores the run's tokenizer; `test --ckpt_path` reports masked loss and accuracy."""
     run, corpus = trained
@@ -69,9 +78,10 @@ def test_checkpoint_carries_tokenizer_and_test_needs_only_it(trained: tuple[Path
             str(tmp_path / "test"),
         ]
     )
-    assert metric_rows(tmp_path / "test", "test/mlm_accuracy")[-1] > 0.7
+    assert metric_rows(tmp_path / "test", "test/mlm_accuracy")[-1] > LEARNED_ACCURACY
 
 
+@pytest.mark.learning
 def test_predict_fills_in_the_mask_tokens(trained: tuple[Path, Path], tmp_path: Path) -> None:
     """`predict` gives, per line, the top-5 candidates of each mask token; the document's word comes first."""
     run, _ = trained

@@ -51,13 +51,17 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
     """A very small classifier on a byte-level BPE tokenizer (trained deterministically, unlike WordPiece).
 
-    It learns the keyword fixture in seconds on 2 cores.
+    It learns the keyword fixture in seconds on 2 cores, on every backbone and seed: at init std 0.1 and lr 3e-3 all
+    four backbones and the multi-label run reach val/acc (F1) 0.92 by epoch 7 and stay at 0.92-1.0 (8-12 seeds each
+    measured). At the default init (std 0.02) seeds stalled at 2 of 3 classes: the one-step decoder's class passes
+    through the product of two projections that starts near zero (at lr 5e-3 for 12 epochs, 5 seeds in 5 ended at
+    0.33-0.67); at lr 1e-2 for 6 epochs mean pooling (1 seed in 12) and multi-label (3 in 5) ended at 0.63-0.8.
     """
     return {
         "seed_everything": TEST_SEED,
         "trainer": {
             "default_root_dir": str(root),
-            "max_epochs": 6,
+            "max_epochs": 10,
             "log_every_n_steps": 1,
             "enable_progress_bar": False,
             "enable_model_summary": False,
@@ -67,8 +71,16 @@ def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
         "model": {
             "class_path": "tasks.text_classification.module.TextClassification",
             "init_args": {
-                "arch": {"d_model": 32, "n_heads": 2, "n_layers": 2, "d_ff": 64, "max_len": 64, "dropout": 0.0},
-                "optim": {"lr": 1e-2, "warmup_steps": 5, "schedule": "constant", "weight_decay": 0.0},
+                "arch": {
+                    "d_model": 32,
+                    "n_heads": 2,
+                    "n_layers": 2,
+                    "d_ff": 64,
+                    "max_len": 64,
+                    "dropout": 0.0,
+                    "init_std": 0.1,
+                },
+                "optim": {"lr": 3e-3, "warmup_steps": 30, "schedule": "constant", "weight_decay": 0.0},
                 "pooler": False,
                 **(model or {}),
             },

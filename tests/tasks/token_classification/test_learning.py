@@ -10,6 +10,7 @@ import pytest
 from tests.cli_runner import last_metrics
 
 
+@pytest.mark.learning
 @pytest.mark.parametrize("backbone", ["encoder", "decoder"])
 def test_learns_tagging_fixture(run_cli: Callable[..., Path], splits: dict[str, Path], backbone: str) -> None:
     """Validation entity F1 and token accuracy end high; test writes the per-type entity report."""
