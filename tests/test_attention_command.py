@@ -177,7 +177,7 @@ ERRORS = [
 ]
 
 
-@pytest.mark.slow  # the checkpoints come from fits
+@pytest.mark.slow  # the checkpoint factory fits each family the first time it is asked for it
 @pytest.mark.parametrize(("family", "args", "message"), ERRORS)
 def test_errors_are_one_line(
     family: str,
