@@ -36,7 +36,7 @@ from tetraformer.training.checkpointing.preemption import with_slurm_environment
 from tetraformer.training.checkpointing.resume import resume_path
 from tetraformer.training.distributed.failures import guard_ranks
 from tetraformer.training.distributed.strategies import platform_strategy
-from tetraformer.training.reports.loggers import RunConfig, make_loggers, wandb_logger
+from tetraformer.training.reports.loggers import RunConfig, finish_wandb_run, make_loggers, started_wandb_run
 
 log = logging.getLogger(__name__)
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -193,7 +193,7 @@ def report_outputs(trainer: Trainer) -> None:
     """Say where an evaluation stage wrote its metrics, predictions and W&B run."""
     paths = [Path(lg.log_dir) / "metrics.csv" for lg in trainer.loggers if isinstance(lg, CSVLogger)]
     paths += [cb.output for cb in trainer.callbacks if isinstance(cb, JsonlPredictionWriter)]
-    run = started_wandb_run(trainer)
+    run = started_wandb_run(trainer.loggers)
     if run is not None:
         paths.append(Path(run.dir).parent)
     for path in paths:
@@ -203,21 +203,9 @@ def report_outputs(trainer: Trainer) -> None:
 
 def finish_wandb(trainer: Trainer) -> None:
     """Close the run's W&B run so its (offline) files are complete before the command returns."""
-    run = started_wandb_run(trainer)
+    run = started_wandb_run(trainer.loggers)
     if run is not None:
-        import wandb
-
-        run.finish()
-        wandb.teardown()  # waits for the W&B service to write everything (offline finish alone may not)
-
-
-def started_wandb_run(trainer: Trainer) -> Any:
-    """The W&B run the trainer's W&B logger started in this process, or None (no logger, not used, other ranks)."""
-    if wandb_logger(trainer.loggers) is None:
-        return None
-    import wandb
-
-    return wandb.run  # what the logger's experiment is once started; asking the logger would start one
+        finish_wandb_run(run)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,25 +11,35 @@ import typing
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tetraformer.cli.parser import CommandParser
 from tetraformer.cli.task_loading import load_generative_task
 from tetraformer.safe_loading import add_trust_flag
+
+if TYPE_CHECKING:
+    from tetraformer.training.base.text_generation import GenerativeTask, TextGenerationConfig
 
 log = logging.getLogger(__name__)
 TASK_ENTRY_POINTS = "tetraformer.tasks"  # pyproject.toml: `name = "package.module:TaskClass"` per task
 
 
 def generate_command(argv: list[str]) -> None:
-    """`tetraformer generate --ckpt PATH (--prompt TEXT | --prompt-file FILE --output OUT.jsonl)`."""
+    """`tetraformer generate --ckpt PATH (--prompt TEXT | --prompt-file FILE) [--output OUT.jsonl]`."""
     parser = CommandParser(prog="tetraformer generate", description="Generate text from a checkpoint.")
     parser.add_argument("--ckpt", required=True, help="a Tetraformer .ckpt (it holds the model and tokenizer)")
     parser.add_argument("--tokenizer", help="tokenizer folder or tokenizer.json (default: the checkpoint's own)")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--prompt", help="one prompt; sampled or greedy output streams to the terminal")
+    source.add_argument(
+        "--prompt", help="one prompt; without --output, sampled or greedy output streams to the terminal"
+    )
     source.add_argument("--prompt-file", type=Path, help="one prompt per line (or JSONL with a 'prompt' field)")
-    parser.add_argument("--output", type=Path, help="JSONL file for --prompt-file results (default: stdout)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        help="JSONL file of {prompt, generated} per prompt (default: --prompt streams to the "
+        "terminal, --prompt-file writes JSONL to stdout)",
+    )
     add_generation_flags(parser)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="cuda" if _cuda() else "cpu")
@@ -38,15 +48,10 @@ def generate_command(argv: list[str]) -> None:
 
     task = load_generative_task(args.ckpt, args.tokenizer, args.device)
     config = dataclasses.replace(task.generation, **generation_options(args))
-    if args.prompt is not None:
-        if not hasattr(
-            task.net, "encode"
-        ):  # a decoder's output continues the prompt; an encoder-decoder's stands alone
-            sys.stdout.write(args.prompt)
-        task.generate([args.prompt], config, on_text=_write_stdout)
-        sys.stdout.write("\n")
+    if args.prompt is not None and args.output is None:
+        stream_generation(task, args.prompt, config)
         return
-    prompts = read_prompts(args.prompt_file)
+    prompts = [args.prompt] if args.prompt is not None else read_prompts(args.prompt_file)
     out = args.output.open("w", encoding="utf-8") if args.output else sys.stdout
     try:
         for start in range(0, len(prompts), args.batch_size):
@@ -57,6 +62,14 @@ def generate_command(argv: list[str]) -> None:
         if args.output:
             out.close()
             log.info("wrote %d generations to %s", len(prompts), args.output)
+
+
+def stream_generation(task: GenerativeTask, prompt: str, config: TextGenerationConfig) -> None:
+    """Write one prompt's generation to the terminal as it is decoded (a decoder's continues the prompt)."""
+    if not hasattr(task.net, "encode"):  # an encoder-decoder's output stands alone
+        sys.stdout.write(prompt)
+    task.generate([prompt], config, on_text=_write_stdout)
+    sys.stdout.write("\n")
 
 
 def add_generation_flags(parser: argparse.ArgumentParser) -> None:

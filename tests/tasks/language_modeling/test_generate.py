@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,17 @@ def test_unset_flags_keep_the_checkpoint_settings(trained_run: Path, capsys: pyt
     assert module.generation.max_new_tokens == 8
     expected = module.generate(["First"], dataclasses.replace(module.generation, do_sample=False))[0]
     assert printed == "First" + expected + "\n" and 0 < len(expected) <= 8
+
+
+def test_one_prompt_goes_to_output(trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--prompt X --output F` writes F as `--prompt-file` does (one {prompt, generated} line), not the terminal."""
+    ckpt = str(trained_run / "checkpoints" / "last.ckpt")
+    prompts, from_file, from_prompt = tmp_path / "prompts.txt", tmp_path / "file.jsonl", tmp_path / "prompt.jsonl"
+    prompts.write_text("First\n", encoding="utf-8")
+    greedy = ["--greedy", "--max-new-tokens", "6"]
+    main(["generate", "--ckpt", ckpt, "--prompt-file", str(prompts), "--output", str(from_file), *greedy])
+    main(["generate", "--ckpt", ckpt, "--prompt", "First", "--output", str(from_prompt), *greedy])
+    records = [json.loads(line) for line in from_prompt.read_text(encoding="utf-8").splitlines()]
+    assert len(records) == 1 and records[0]["prompt"] == "First" and records[0]["generated"]
+    assert from_prompt.read_text(encoding="utf-8") == from_file.read_text(encoding="utf-8")
+    assert capsys.readouterr().out == ""

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from lightning.pytorch.loggers import CSVLogger, WandbLogger
+from lightning.pytorch.loggers import WandbLogger
 
-from tetraformer.training.reports.loggers import RunConfig, make_loggers, wandb_mode
+from tetraformer.training.reports.loggers import RunConfig, RunCSVLogger, make_loggers, wandb_mode
 
 
 @pytest.mark.parametrize(
@@ -35,5 +35,5 @@ def test_csv_always_and_wandb_unless_disabled(tmp_path: Path) -> None:
     """CSV is always there; W&B is added unless disabled."""
     on = make_loggers(tmp_path, RunConfig(wandb="offline", project="p", tags=["a"]))
     off = make_loggers(tmp_path, RunConfig(wandb="disabled"))
-    assert [type(lg) for lg in on] == [CSVLogger, WandbLogger]
-    assert [type(lg) for lg in off] == [CSVLogger]
+    assert [type(lg) for lg in on] == [RunCSVLogger, WandbLogger]
+    assert [type(lg) for lg in off] == [RunCSVLogger]

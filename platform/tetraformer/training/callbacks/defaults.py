@@ -24,6 +24,7 @@ from tetraformer.errors import TetraformerError
 from tetraformer.training.base.text_generation import GenerativeTask
 from tetraformer.training.callbacks.numerics import NonFiniteGuard
 from tetraformer.training.callbacks.throughput import Throughput
+from tetraformer.training.callbacks.unstarted import DiscardUnstartedLogs
 from tetraformer.training.checkpointing.periodic import PeriodicCheckpoint, last_ckpt
 from tetraformer.training.checkpointing.preemption import Preemption
 from tetraformer.training.checkpointing.resume import RandomState
@@ -178,7 +179,8 @@ def default_callbacks(
      2. when training: NonFiniteGuard, FinalValidation (sets should_stop on the last step, before anything saves),
         and unless `--trainer.enable_checkpointing false` (`checkpoints`): Preemption, PeriodicCheckpoint
         (RunCheckpoint is built here too but runs last, see 8);
-     3. always: LearningRateMonitor, Throughput (counts the run's tokens), TimeBudget;
+     3. always: LearningRateMonitor, Throughput (counts the run's tokens), TimeBudget, DiscardUnstartedLogs (an
+        error before the first batch removes the logs/version_N and offline W&B run Lightning started);
      4. as configured: TokenBudget (reads Throughput's count, so after it), SamplesTable, EarlyStopping,
         RichProgressBar (on a terminal);
      5. when training: RandomState (after what the others draw at train start, such as the peak probe);
@@ -188,7 +190,7 @@ def default_callbacks(
      8. last, as Lightning moves every checkpoint callback to the end: RunCheckpoint (best.ckpt, last.ckpt).
     """
     throughput = Throughput(run.peak_tflops)
-    callbacks: list[Callback] = [LearningRateMonitor("step"), throughput, TimeBudget()]
+    callbacks: list[Callback] = [LearningRateMonitor("step"), throughput, TimeBudget(), DiscardUnstartedLogs()]
     if training:
         saving = [
             RunCheckpoint(Path(root_dir) / "checkpoints", run),

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import lightning as L
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
@@ -54,10 +55,33 @@ def _netrc_has_wandb() -> bool:
     return netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore")
 
 
+class RunCSVLogger(CSVLogger):
+    """CSVLogger whose version folder can be taken back: a run that stopped before its first step leaves none.
+
+    Lightning creates the folder (and hparams.yaml) before the data is set up; CSVLogger alone cannot remove it,
+    and its `finalize` would write into it again after a removal.
+    """
+
+    discarded = False
+
+    def discard(self) -> None:
+        """Remove this run's logs/version_N folder (and logs/ when nothing else is in it); nothing is written later."""
+        self.discarded = True
+        version_dir = Path(self.log_dir)
+        if version_dir.is_dir():
+            shutil.rmtree(version_dir)
+            _remove_if_empty(version_dir.parent)
+
+    def save(self) -> None:
+        """Write metrics.csv and hparams.yaml, unless the run's logs were discarded."""
+        if not self.discarded:
+            super().save()
+
+
 def make_loggers(root_dir: str | Path, run: RunConfig, resume_id: str | None = None) -> list[Logger]:
     """CSV logger (RUN_DIR/logs/version_N/metrics.csv) plus W&B unless disabled (resuming `resume_id`)."""
     root = Path(root_dir)
-    loggers: list[Logger] = [CSVLogger(save_dir=root, name="logs")]  # logs/version_N/metrics.csv, one per run
+    loggers: list[Logger] = [RunCSVLogger(save_dir=root, name="logs")]  # logs/version_N/metrics.csv, one per run
     mode = wandb_mode(run.wandb)
     if mode != "disabled":
         root.mkdir(parents=True, exist_ok=True)
@@ -80,6 +104,53 @@ def make_loggers(root_dir: str | Path, run: RunConfig, resume_id: str | None = N
 def wandb_logger(loggers: list[Logger]) -> WandbLogger | None:
     """The W&B logger among a trainer's loggers, if any."""
     return next((lg for lg in loggers if isinstance(lg, WandbLogger)), None)
+
+
+def started_wandb_run(loggers: list[Logger]) -> Any:
+    """The W&B run a W&B logger among these started in this process, or None (no logger, not used, other ranks)."""
+    if wandb_logger(loggers) is None:
+        return None
+    import wandb
+
+    return wandb.run  # what the logger's experiment is once started; asking the logger would start one
+
+
+def finish_wandb_run(run: Any, exit_code: int = 0) -> None:
+    """Close a W&B run so its (offline) files are complete before the command returns."""
+    import wandb
+
+    run.finish(exit_code=exit_code)
+    wandb.teardown()  # waits for the W&B service to write everything (offline finish alone may not)
+
+
+def discard_logs(loggers: list[Logger]) -> None:
+    """Take back what the loggers started for a run that stopped before its first step, so a retry logs to the
+    same version: the CSV version folder, and an offline W&B run (an online one is closed as failed)."""
+    for logger in loggers:
+        if isinstance(logger, RunCSVLogger):
+            logger.discard()
+    run = started_wandb_run(loggers)
+    if run is None:
+        return
+    if not run.offline:
+        finish_wandb_run(run, exit_code=1)
+        log.warning("the W&B run %s stopped before its first step and is marked failed", run.url)
+        return
+    run_dir = Path(run.sync_dir)
+    finish_wandb_run(run, exit_code=1)
+    wandb_dir = run_dir.parent
+    for link in wandb_dir.iterdir():  # latest-run, debug.log, debug-internal.log point into the run's folder
+        if link.is_symlink() and link.resolve().is_relative_to(run_dir.resolve()):
+            link.unlink()
+    shutil.rmtree(run_dir)
+    _remove_if_empty(wandb_dir)
+    log.info("removed the W&B run %s: the run stopped before its first step", run_dir)
+
+
+def _remove_if_empty(directory: Path) -> None:
+    """Remove a folder that holds nothing."""
+    if directory.is_dir() and not any(directory.iterdir()):
+        directory.rmdir()
 
 
 def logs_this_step(trainer: L.Trainer) -> bool:
