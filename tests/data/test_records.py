@@ -78,3 +78,15 @@ def test_read_records_rejects_differing_fields_and_types(write) -> None:
         read_records(write("a.jsonl", '{"text": "a", "label": 1}\n{"text": "b"}\n'))
     with pytest.raises(DataError, match=r"b\.jsonl:2: field 'label' is a string here but a number at .*b\.jsonl:1"):
         read_records(write("b.jsonl", '{"label": 1}\n{"label": "x"}\n'))
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "  \n"])
+def test_jsonl_error_at_the_end_of_a_line_names_its_column(write, ending: str) -> None:
+    """json places an error at a line's end on the next line's column 1: the reader names the line's own column."""
+    path = write("d.jsonl", f'{{"text": "a"}}{ending}  {{"text": "b",{ending}{{"text": "c"}}{ending}')
+    with pytest.raises(DataError) as info:
+        list(iter_records(path))
+    assert str(info.value) == (
+        f"{path}:2: line is not valid JSON: expecting property name enclosed in double quotes at column 16 "
+        "(the line ends there: a JSON lines file holds one whole object per line)"
+    )

@@ -106,24 +106,22 @@ def generation_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def read_prompts(path: Path) -> list[str]:
-    """Prompts from a text file (one per line) or JSONL (a 'prompt' field per line); errors name the line."""
-    from tetraformer.data import DataError
+    """Prompts from a text file (one per line) or JSONL (a 'prompt' string per line); errors name the line."""
+    from tetraformer.data import DataError, iter_lines, iter_records
+    from tetraformer.data.records import json_type
 
     if not path.is_file():
         raise DataError("prompt file not found", path)
+    if path.suffix != ".jsonl":
+        prompts = [line.rstrip("\r\n") for _, line in iter_lines(path) if line.strip()]
+        if not prompts:
+            raise DataError("the file holds no prompts", path)
+        return prompts
     prompts = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        if path.suffix == ".jsonl":
-            try:
-                prompts.append(json.loads(line)["prompt"])
-            except (json.JSONDecodeError, KeyError, TypeError) as err:
-                raise DataError(f"expected a JSON object with a 'prompt' field ({err})", path, number) from err
-        else:
-            prompts.append(line)
-    if not prompts:
-        raise DataError("the file holds no prompts", path)
+    for record in iter_records(path, "jsonl", ["prompt"]):
+        if not isinstance(record.data["prompt"], str):
+            raise record.error(f"field 'prompt' must be a string, got {json_type(record.data['prompt'])}")
+        prompts.append(record.data["prompt"])
     return prompts
 
 

@@ -168,11 +168,15 @@ def _json_records(path: str | Path, fmt: RecordFormat, encoding: str) -> Iterato
 
 
 def _json_line_record(path: str | Path, number: int, line: str) -> Record:
-    """Parse one JSON line into a Record."""
+    """Parse one JSON line into a Record; an error names its column on this line."""
+    text = line.rstrip()  # with its line ending, json places an error at the end on a next line's column 1
     try:
-        value = json.loads(line)
+        value = json.loads(text)
     except json.JSONDecodeError as err:
-        raise DataError(f"line is not valid JSON: {_json_reason(err)}", path, number) from None
+        cut = (
+            " (the line ends there: a JSON lines file holds one whole object per line)" if err.pos == len(text) else ""
+        )
+        raise DataError(f"line is not valid JSON: {_json_reason(err)}{cut}", path, number) from None
     return _as_record(value, path, number)
 
 

@@ -85,6 +85,11 @@ def test_val_check_interval_beyond_an_epoch(
             b'{"text": "ok"}\n{"text": oops}\n',
             "bad.jsonl:2: line is not valid JSON: expecting value at column 10",
         ),
+        (  # cut off after column 37: the error is at column 38 of line 2 (not column 1 of a line 3), CRLF or not
+            "cut.jsonl",
+            b'{"text": "ok"}\r\n{"text": "bank price today", "label":\r\n{"text": "ok"}\r\n',
+            "cut.jsonl:2: line is not valid JSON: expecting value at column 38 (the line ends there: a JSON lines",
+        ),
     ],
 )
 def test_data_errors_speak_cli(
@@ -95,7 +100,8 @@ def test_data_errors_speak_cli(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The decode hint names --data.encoding; a JSON error says where on the line, not a cut-off phrase."""
+    """The decode hint names --data.encoding; a JSON error names its line and column in the file, not a cut-off
+    phrase."""
     path = tmp_path / name
     path.write_bytes(content)
     with pytest.raises(SystemExit):
