@@ -18,7 +18,7 @@ from tetraformer.data.images import Normalization, decode_image
 from tetraformer.data.spec import DataSpec
 from tetraformer.training.base.labelled import LabelledTask
 from tetraformer.training.base.module import TaskModule
-from tetraformer.training.base.predictions import top_k_labels
+from tetraformer.training.base.predictions import PREDICTED, PROBABILITIES, top_k_labels
 from tetraformer.training.callbacks.attention_maps import AttentionRolloutImages
 
 log = logging.getLogger(__name__)
@@ -133,6 +133,6 @@ class ImageClassification(LabelledTask, TaskModule):
         probs = self.forward_batch(batch).float().softmax(-1)  # (B, K)
         top = top_k_labels(probs, self.vocabulary.names, self.top_k)  # best first: the first is the prediction
         return [
-            {"path": path, "label": next(iter(scores)), "probabilities": scores}
+            {"path": path, PREDICTED: next(iter(scores)), PROBABILITIES: scores}
             for path, scores in zip(batch["paths"], top, strict=True)
         ]

@@ -10,6 +10,7 @@ from torchmetrics import Metric
 from tetraformer.core import CausalLM, TransformerConfig
 from tetraformer.data.spec import DataSpec
 from tetraformer.training.base.module import TaskModule
+from tetraformer.training.base.predictions import GENERATED
 from tetraformer.training.base.text_generation import GeneratesText, TextGenerationConfig
 from tetraformer.training.metrics.stages import TokenPerplexity
 
@@ -62,4 +63,4 @@ class LanguageModeling(GeneratesText, TaskModule):
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> list[dict[str, str]]:
         """Continue each prompt of the batch."""
         outputs = self.generate(batch["prompts"])
-        return [{"prompt": p, "generated": o} for p, o in zip(batch["prompts"], outputs, strict=True)]
+        return [{"prompt": p, GENERATED: o} for p, o in zip(batch["prompts"], outputs, strict=True)]

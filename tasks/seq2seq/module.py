@@ -10,6 +10,7 @@ from tetraformer.core import Seq2SeqLM, TransformerConfig
 from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.data.spec import DataSpec
 from tetraformer.training.base.module import TaskModule
+from tetraformer.training.base.predictions import GENERATED
 from tetraformer.training.base.text_generation import GeneratesText, TextGenerationConfig
 from tetraformer.training.metrics.generation import generation_metrics
 from tetraformer.training.reports.loggers import wandb_logger
@@ -165,9 +166,9 @@ class Seq2Seq(GeneratesText, TaskModule):
 
     # --- generation ----------------------------------------------------------------------------------
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> list[dict[str, Any]]:
-        """Each input record with its generated output under "hypothesis"."""
+        """Each input record with its generated output under "generated"."""
         outputs = self.generate(batch["source"])
-        return [{**record, "hypothesis": o} for record, o in zip(batch["record"], outputs, strict=True)]
+        return [{**record, GENERATED: o} for record, o in zip(batch["record"], outputs, strict=True)]
 
     def generation_inputs(self, prompts: list[str]) -> list[str]:
         """Each source with the training data's prefix put before it where it lacks it."""

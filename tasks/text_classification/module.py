@@ -20,7 +20,7 @@ from tetraformer.data.spec import DataSpec
 from tetraformer.training.base.labelled import LabelledTask
 from tetraformer.training.base.losses import balanced_class_weights, given_class_weights
 from tetraformer.training.base.module import TaskModule
-from tetraformer.training.base.predictions import top_k_labels
+from tetraformer.training.base.predictions import PREDICTED, PROBABILITIES, top_k_labels
 
 
 class TextClassification(LabelledTask, TaskModule):
@@ -127,5 +127,5 @@ class TextClassification(LabelledTask, TaskModule):
                 predicted: Any = self.vocabulary.decode((p >= self.threshold).long())
             else:
                 predicted = self.vocabulary.decode(int(p.argmax()))
-            out.append({**record, "predicted": predicted, "probabilities": scores})
+            out.append({**record, PREDICTED: predicted, PROBABILITIES: scores})
         return out

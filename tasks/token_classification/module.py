@@ -24,6 +24,7 @@ from tetraformer.errors import ConfigError
 from tetraformer.interop import load_hf
 from tetraformer.training.base.labelled import LabelledTask
 from tetraformer.training.base.module import TaskModule
+from tetraformer.training.base.predictions import PREDICTED
 from tetraformer.training.metrics.entity import REPORT_COLUMNS, EntityScore
 from tetraformer.training.reports.loggers import wandb_logger
 from tetraformer.training.reports.tables import write_table
@@ -176,7 +177,7 @@ class TokenClassification(LabelledTask, TaskModule):
 
     # --- prediction ----------------------------------------------------------------------------------
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> list[dict[str, Any]]:
-        """Each input sentence's fields with its words, one tag per word and the entity spans they make."""
+        """Each input sentence's fields with its words, one predicted tag per word and the entity spans they make."""
         _, scores = self.word_scores(batch)
         preds = self.decode_words(scores, word_mask(batch["word_index"], batch["sentence"]))  # (S, W)
         out = []
@@ -186,5 +187,5 @@ class TokenClassification(LabelledTask, TaskModule):
                 {"type": kind, "start": start, "end": end, "text": join_words(words[start:end], batch["word_split"])}
                 for kind, start, end in entity_spans(tags, self.scheme)
             ]
-            out.append({**record, "tokens": words, "tags": tags, "entities": entities})
+            out.append({**record, "tokens": words, PREDICTED: tags, "entities": entities})
         return out

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from tetraformer.cli.parser import CommandParser
 from tetraformer.cli.task_loading import load_generative_task
 from tetraformer.safe_loading import add_trust_flag
+from tetraformer.training.base.predictions import GENERATED
 
 if TYPE_CHECKING:
     from tetraformer.training.base.text_generation import GenerativeTask, TextGenerationConfig
@@ -57,7 +58,7 @@ def generate_command(argv: list[str]) -> None:
         for start in range(0, len(prompts), args.batch_size):
             chunk = prompts[start : start + args.batch_size]
             for prompt, text in zip(chunk, task.generate(chunk, config), strict=True):
-                out.write(json.dumps({"prompt": prompt, "generated": text}, ensure_ascii=False) + "\n")
+                out.write(json.dumps({"prompt": prompt, GENERATED: text}, ensure_ascii=False) + "\n")
     finally:
         if args.output:
             out.close()

@@ -90,9 +90,9 @@ def test_predict_from_checkpoint_alone(trained: dict[str, Path]) -> None:
     rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 40 and all(Path(r["path"]).is_file() for r in rows)
     for row in rows:
-        assert row["label"] in QUADRANTS and len(row["probabilities"]) == 2
-        assert row["label"] == max(row["probabilities"], key=row["probabilities"].get)
-    right = np.mean([Path(r["path"]).parent.name == r["label"] for r in rows])
+        assert row["predicted"] in QUADRANTS and len(row["probabilities"]) == 2
+        assert row["predicted"] == max(row["probabilities"], key=row["probabilities"].get)
+    right = np.mean([Path(r["path"]).parent.name == r["predicted"] for r in rows])
     assert right >= 0.85
 
 

@@ -99,7 +99,7 @@ def test_generation_from_the_checkpoint_equals_the_in_memory_model(tmp_path: Pat
 def test_predict_keeps_fields_and_test_reports_generation_metrics(
     run_cli: Callable[..., Path], pairs_file: Path, tmp_path: Path
 ) -> None:
-    """predict writes each record with its hypothesis; test logs test/bleu equal to sacreBLEU on those outputs."""
+    """predict writes each record with its generated text; test logs test/bleu equal to sacreBLEU on those outputs."""
     run = run_cli("fit", train_path=str(pairs_file))
     ckpt = str(run / "checkpoints" / "last.ckpt")
     rows = [{**r, "id": i} for i, r in enumerate(reversal_pairs(20, seed=5))]
@@ -108,10 +108,10 @@ def test_predict_keeps_fields_and_test_reports_generation_metrics(
     run_cli("predict", "--ckpt_path", ckpt, "--predictions", str(out), predict_path=str(test_file))
     predicted = [json.loads(line) for line in out.read_text().splitlines()]
     assert [{k: p[k] for k in ("source", "target", "id")} for p in predicted] == rows
-    assert all(isinstance(p["hypothesis"], str) for p in predicted)
+    assert all(isinstance(p["generated"], str) for p in predicted)
     run_cli("test", "--ckpt_path", ckpt, test_path=str(test_file))
     tested = [r for r in logged(run / "eval" / "test-1") if r.get("test/bleu")][-1]
-    hypotheses, references = [p["hypothesis"] for p in predicted], [r["target"] for r in rows]
+    hypotheses, references = [p["generated"] for p in predicted], [r["target"] for r in rows]
     assert float(tested["test/chrf"]) == pytest.approx(sacrebleu.corpus_chrf(hypotheses, [references]).score, abs=1e-3)
     assert float(tested["test/bleu"]) == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score, abs=1e-3)
 

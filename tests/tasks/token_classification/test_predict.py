@@ -51,15 +51,20 @@ def test_predict_from_checkpoint_alone_gives_entities(
     gold = tagged_sentences(6, 5)
     conll = predict(ckpt, write_conll(tmp_path / "p.conll", gold), tmp_path / "p1")
     assert [r["tokens"] for r in conll] == [[w for w, _ in s] for s in gold]
-    hits = sum(r["tags"] == [t for _, t in s] for r, s in zip(conll, gold, strict=True))
+    hits = sum(r["predicted"] == [t for _, t in s] for r, s in zip(conll, gold, strict=True))
     assert hits >= 5, conll
     for record in conll:
-        assert [(e["type"], e["start"], e["end"]) for e in record["entities"]] == entity_spans(record["tags"], "IOB2")
+        assert [(e["type"], e["start"], e["end"]) for e in record["entities"]] == entity_spans(
+            record["predicted"], "IOB2"
+        )
         assert all(e["text"] == " ".join(record["tokens"][e["start"] : e["end"]]) for e in record["entities"])
-    rows = [{"id": i, "tokens": [w for w, _ in s]} for i, s in enumerate(gold)]
+    rows = [{"id": i, "tokens": [w for w, _ in s], "tags": [t for _, t in s]} for i, s in enumerate(gold)]
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     jsonl = predict(ckpt, tmp_path / "p.jsonl", tmp_path / "p2")
-    assert [r["id"] for r in jsonl] == list(range(6)) and [r["tags"] for r in jsonl] == [r["tags"] for r in conll]
+    assert [r["id"] for r in jsonl] == list(range(6)) and [r["predicted"] for r in jsonl] == [
+        r["predicted"] for r in conll
+    ]
+    assert [r["tags"] for r in jsonl] == [r["tags"] for r in rows]  # the input's gold tags stay beside the prediction
     (tmp_path / "p.txt").write_text("we met anna smith in oslo\n\nthe boris went to lima today\n", encoding="utf-8")
     text = predict(ckpt, tmp_path / "p.txt", tmp_path / "p3", "--data.format", "text")
     assert [r["text"] for r in text] == ["we met anna smith in oslo", "the boris went to lima today"]
@@ -77,8 +82,8 @@ def test_long_sentences_get_one_tag_per_word(run_cli: Callable[..., Path], tmp_p
     run = run_cli("fit", *epochs, train_path=str(train), val_path=str(val), max_length=12, stride=4)
     gold = tagged_sentences(4, 7, length=(30, 40))
     out = predict(run / "checkpoints" / "last.ckpt", write_conll(tmp_path / "long.conll", gold), tmp_path / "p")
-    assert [len(r["tags"]) for r in out] == [len(s) for s in gold]
-    pairs = [(p, t) for r, s in zip(out, gold, strict=True) for p, (_, t) in zip(r["tags"], s, strict=True)]
+    assert [len(r["predicted"]) for r in out] == [len(s) for s in gold]
+    pairs = [(p, t) for r, s in zip(out, gold, strict=True) for p, (_, t) in zip(r["predicted"], s, strict=True)]
     entity_words = [(p, t) for p, t in pairs if t != "O"]  # all-O output would score 0 here
     assert sum(p[2:] == t[2:] for p, t in entity_words) / len(entity_words) > 0.8, out  # the entity type
 
@@ -105,7 +110,7 @@ def test_constrained_decoding_never_emits_an_invalid_transition(
         valid([names[i] for i in row[:n]], names, "IOB2") for row, n in zip(constrained.tolist(), lengths, strict=True)
     )
     out = predict(ckpt, splits["test"], tmp_path / "p", "--model.decode", "constrained")
-    assert all(valid(r["tags"], names, "IOB2") for r in out)
+    assert all(valid(r["predicted"], names, "IOB2") for r in out)
 
 
 @pytest.mark.parametrize("strict", [False, True])

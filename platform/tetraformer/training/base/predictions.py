@@ -1,4 +1,4 @@
-"""Predict-output pieces the classifying tasks share: the k most likely classes of each row, with probabilities."""
+"""Predict-output pieces the tasks share: the keys of a prediction row, and the k most likely classes of each row."""
 
 from __future__ import annotations
 
@@ -7,6 +7,11 @@ from collections.abc import Sequence
 from torch import Tensor
 
 DECIMALS = 6  # probabilities in predict rows are rounded to this many places
+# the keys of predict rows, the same in every task; none is a field name an input is likely to bring (a gold `label`
+# or `tags` stays beside the prediction)
+PREDICTED = "predicted"  # the predicted label (text, image), labels (multi-label) or tag per word (tokens)
+PROBABILITIES = "probabilities"  # {label: probability} of the top-k labels, best first
+GENERATED = "generated"  # the generated text (language modelling, seq2seq; `tetraformer generate` too)
 
 
 def top_k(probs: Tensor, k: int) -> list[list[tuple[int, float]]]:
