@@ -62,6 +62,21 @@ def test_unlabelled_inputs_for_prediction(write: Write) -> None:
     assert split_words(" a  b ") == ["a", "b"]
 
 
+def test_a_sentence_per_line_is_not_read_as_conll(write: Write) -> None:
+    """Predicting, a line of words whose last is no tag stops at its line naming --data.format text (CoNLL would
+    take each line's first word as a token of one long sentence); tagged lines in any scheme and tab columns read."""
+    with pytest.raises(DataError) as info:
+        read_sentences(write("notes.txt", "Hello\nwe met Anna in Oslo\nthe match ended\n"), labelled=False)
+    assert str(info.value).endswith(
+        "notes.txt:2: line 'we met Anna in Oslo' ends in 'Oslo', which is no tag: a CoNLL file has one token per "
+        "line (its tag last) and a blank line after each sentence; for one sentence per line, set --data.format text"
+    )
+    tagged = read_sentences(
+        write("t.conll", "EU NNP B-NP S-ORG\nrejects VBZ B-VP O\n\nNew York\tNNP\n"), labelled=False
+    )
+    assert [s.tokens for s in tagged] == [["EU", "rejects"], ["New York"]]
+
+
 def test_format_from_suffix() -> None:
     """.conll/.txt/.tsv/.bio are CoNLL, .jsonl/.json JSONL; an unknown suffix names --data.format."""
     assert [sentence_format(f"x{s}") for s in (".conll", ".txt", ".tsv", ".bio", ".jsonl", ".json")] == [

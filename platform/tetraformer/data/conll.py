@@ -11,6 +11,7 @@ from tetraformer.data.errors import DataError, check_choice
 from tetraformer.data.files import FileSpec, resolve_files
 from tetraformer.data.lines import iter_lines
 from tetraformer.data.records import iter_records
+from tetraformer.data.tag_schemes import looks_like_tag
 
 SentenceFormat = Literal["conll", "jsonl", "text"]  # text: raw lines split into words (prediction input)
 WordSplit = Literal["whitespace", "char"]  # char: every non-space character a word (no spaces between words)
@@ -103,7 +104,8 @@ def read_conll(
     """Sentences of a CoNLL file: token first, tag last, columns split on tabs (else on spaces).
 
     Blank lines end sentences; `-DOCSTART-` lines are skipped; CRLF endings are fine. Unlabelled reading
-    (prediction) takes one-column lines as bare tokens.
+    (prediction) takes one-column lines as bare tokens, and refuses a line of space-separated words whose last is
+    no tag: a sentence per line, which CoNLL would read as its first word only.
     """
     tokens: list[str] = []
     tags: list[str | None] = []
@@ -124,6 +126,8 @@ def read_conll(
                 number,
             )
         tag = columns[-1] if len(columns) > 1 else None
+        if tag is not None and not labelled and "\t" not in line and not looks_like_tag(tag):
+            raise _sentence_line_error(line, tag, path, number)
         if tag is not None and check_tag is not None:
             _check(tag, check_tag, path, number)
         start = start if tokens else number
@@ -131,6 +135,17 @@ def read_conll(
         tags.append(tag)
     if tokens:
         yield _conll_sentence(tokens, tags, path, start)
+
+
+def _sentence_line_error(line: str, last: str, path: str | Path, number: int) -> DataError:
+    """A line that reads as a sentence, not as a CoNLL token and its tag: name it and the text format."""
+    shown = line.strip() if len(line.strip()) <= 40 else line.strip()[:40] + "..."
+    return DataError(
+        f"line {shown!r} ends in {last!r}, which is no tag: a CoNLL file has one token per line (its tag last) "
+        "and a blank line after each sentence; for one sentence per line, set --data.format text",
+        path,
+        number,
+    )
 
 
 def _conll_sentence(tokens: list[str], tags: list[str | None], path: str | Path, line: int) -> TaggedSentence:

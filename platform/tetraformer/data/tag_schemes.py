@@ -37,6 +37,12 @@ def split_tag(tag: str) -> tuple[str, str]:
     return prefix, kind
 
 
+def looks_like_tag(tag: str) -> bool:
+    """Whether a string is a tag of some scheme: O, or B-, I-, E- or S- and a type."""
+    prefix, _ = split_tag(tag)
+    return prefix == OUTSIDE or (bool(prefix) and prefix in PREFIXES["BIOES"])
+
+
 def tag_problem(tag: str, scheme: str) -> str | None:
     """None when `tag` is a valid tag of `scheme`, else a one-line reason naming the scheme's tags."""
     check_scheme(scheme)

@@ -43,9 +43,10 @@ def valid(tags: list[str], names: list[str], scheme: str) -> bool:
 
 @pytest.mark.learning
 def test_predict_from_checkpoint_alone_gives_entities(
-    run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path
+    run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """CoNLL, JSONL (fields kept) and raw text in; one tag per word and the entities they spell out."""
+    """CoNLL, JSONL (fields kept) and raw text in; one tag per word and the entities they spell out; a sentence per
+    line read as CoNLL is refused in one line."""
     run = run_cli("fit", train_path=str(splits["train"]), val_path=str(splits["val"]))
     ckpt = run / "checkpoints" / "last.ckpt"
     gold = tagged_sentences(6, 5)
@@ -69,6 +70,13 @@ def test_predict_from_checkpoint_alone_gives_entities(
     text = predict(ckpt, tmp_path / "p.txt", tmp_path / "p3", "--data.format", "text")
     assert [r["text"] for r in text] == ["we met anna smith in oslo", "the boris went to lima today"]
     assert {(e["type"], e["text"]) for r in text for e in r["entities"]} >= {("PER", "anna smith"), ("LOC", "oslo")}
+    with pytest.raises(SystemExit) as refused:  # without --data.format text the .txt is CoNLL: its line 1 is no token
+        predict(ckpt, tmp_path / "p.txt", tmp_path / "p4")
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert refused.value.code == 2 and line.startswith(
+        f"error: {tmp_path / 'p.txt'}:1: line 'we met anna smith in oslo'"
+    )
+    assert line.endswith("set --data.format text")
 
 
 @pytest.mark.learning
