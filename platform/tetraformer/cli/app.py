@@ -14,9 +14,10 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveCon
 from lightning.pytorch.loggers import CSVLogger
 
 import tetraformer.interop  # noqa: F401  (registers Hugging Face model directories as init_from sources)
+from tetraformer.cli.checkpoint_task import check_resumed_task
 from tetraformer.cli.commands import COMMANDS
 from tetraformer.cli.config_errors import one_line, trainer_config_error
-from tetraformer.cli.eval_runs import EVAL_STAGES, evaluated_spec, evaluation_args, flag_value
+from tetraformer.cli.eval_runs import EVAL_STAGES, evaluated_spec, evaluation_args
 from tetraformer.errors import ConfigError, TetraformerError
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
 from tetraformer.safe_loading import (
@@ -161,8 +162,8 @@ def resumed_wandb_id(ckpt_path: str | None, root: Path) -> str | None:
 
 def run_lightning(argv: list[str]) -> None:
     """Run a LightningCLI subcommand (it parses sys.argv, so the rewritten arguments go there)."""
-    if argv and argv[0] == "fit" and Path(flag_value(argv, "--ckpt_path") or "").is_file():
-        read_checkpoint(flag_value(argv, "--ckpt_path"))  # before LightningCLI's own torch.load of it
+    if argv and argv[0] == "fit":
+        check_resumed_task(argv)  # before LightningCLI's own torch.load of the checkpoint
     sys.argv = ["tetraformer", *evaluation_args(argv)]  # the prog in usage lines, however launched
     quiet = {"exit_on_error": False}  # parse errors come back as exceptions, told in one line by main
     try:

@@ -1,11 +1,13 @@
-"""validate/test/predict from a checkpoint file: their own run directory, the checkpoint's tokenizer and config.
+"""validate/test/predict from a checkpoint: a fresh run directory, the checkpoint's tokenizer, config and task.
 
-`tetraformer test --ckpt_path RUN_DIR/checkpoints/best.ckpt ...` runs in RUN_DIR/eval/test-N/ (N counts up),
-unless `--trainer.default_root_dir` (or a `-c` config's) names another directory than RUN_DIR; the checkpoint's
-tokenizer is saved there and used, and the datamodule reads the data with the checkpoint's DataSpec (its
-labels, lengths, image size and normalisation). The model section is the checkpoint's (over any `-c` config's,
-since the weights fix the architecture), and so is the data section when no `-c` is given; `--model.*` /
-`--data.*` flags on the command line override both (e.g. `--model.top_k 5`).
+`tetraformer test --ckpt_path RUN_DIR/checkpoints/best.ckpt ...` runs in RUN_DIR/eval/test-N/ (N counts up, so
+nothing an earlier run or evaluation wrote is overwritten); with `--trainer.default_root_dir ROOT` (or a `-c`
+config's) it runs in ROOT/eval/test-N/ instead. `--ckpt_path last` / `best` name RUN_DIR/checkpoints/last.ckpt /
+best.ckpt of the configured run and are evaluated as those files. The checkpoint's tokenizer is saved there and
+used, and the datamodule reads the data with the checkpoint's DataSpec (its labels, lengths, image size and
+normalisation). A `-c` config must be of the checkpoint's task (checkpoint_task). The model section is the
+checkpoint's (over any `-c` config's, since the weights fix the architecture), and so is the data section when no
+`-c` is given; `--model.*` / `--data.*` flags on the command line override both (e.g. `--model.top_k 5`).
 """
 
 from __future__ import annotations
@@ -16,31 +18,35 @@ from typing import Any
 
 import yaml
 
+from tetraformer.cli.checkpoint_task import (
+    LIGHTNING_CKPT_NAMES,
+    RUN_CHECKPOINTS,
+    check_checkpoint_task,
+    checkpoint_file,
+)
+from tetraformer.cli.command_line import configured_root, flag_value, split_configs
 from tetraformer.data.spec import DataSpec
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint, tokenizer_from_state
 from tetraformer.training.checkpointing.stored_spec import stored_spec
 
 EVAL_STAGES = ("validate", "test", "predict")
-LIGHTNING_CKPT_NAMES = ("best", "last", "hpc", "registry")  # ckpt_path values Lightning resolves itself
 
 
 def evaluation_args(argv: list[str]) -> list[str]:
     """The command line of an evaluation stage with a checkpoint file, completed with run dir, tokenizer, config."""
     if not argv or argv[0] not in EVAL_STAGES:
         return argv
-    ckpt_path = flag_value(argv, "--ckpt_path")
-    if ckpt_path is None or ckpt_path in LIGHTNING_CKPT_NAMES:
+    ckpt_path = checkpoint_file(argv, required=True)
+    if ckpt_path is None:
         return argv
     ckpt = read_checkpoint(ckpt_path)
-    extra: list[str] = []
-    root = configured_root(argv)
-    if root is None or Path(root).resolve() == run_dir(Path(ckpt_path)).resolve():
-        root = str(evaluation_dir(Path(ckpt_path), argv[0]))
-        extra += ["--trainer.default_root_dir", root]
+    check_checkpoint_task(argv, ckpt_path, ckpt)
+    root = evaluation_dir(Path(configured_root(argv) or run_dir(ckpt_path)), argv[0])
+    extra = ["--ckpt_path", str(ckpt_path), "--trainer.default_root_dir", str(root)]
     tokenizer_dir = None
     tokenizer = tokenizer_from_state(ckpt[PAYLOAD_KEY]["tokenizer"])
     if tokenizer is not None and flag_value(argv, "--data.tokenizer") is None:
-        tokenizer_dir = Path(root) / "tokenizer"
+        tokenizer_dir = root / "tokenizer"
         tokenizer.save_pretrained(str(tokenizer_dir))  # the datamodule tokenizes with the checkpoint's own
     configs, flags = split_configs(argv[1:])
     if configs and tokenizer_dir is not None:
@@ -51,7 +57,7 @@ def evaluation_args(argv: list[str]) -> list[str]:
 
 def evaluated_spec(stage: str, ckpt_path: str | None) -> DataSpec | None:
     """The DataSpec of the checkpoint file an evaluation stage runs (its labels, lengths, images), else None."""
-    if stage not in EVAL_STAGES or ckpt_path is None or ckpt_path in LIGHTNING_CKPT_NAMES:
+    if stage not in EVAL_STAGES or ckpt_path is None or ckpt_path in (*RUN_CHECKPOINTS, *LIGHTNING_CKPT_NAMES):
         return None
     return stored_spec(read_checkpoint(ckpt_path)[PAYLOAD_KEY])
 
@@ -61,25 +67,12 @@ def run_dir(ckpt: Path) -> Path:
     return ckpt.parent.parent if ckpt.parent.name == "checkpoints" else ckpt.parent
 
 
-def configured_root(argv: list[str]) -> str | None:
-    """`--trainer.default_root_dir` from the command line, else from the last `-c` file that sets it."""
-    root = flag_value(argv, "--trainer.default_root_dir")
-    if root is not None:
-        return root
-    for config in reversed([v for i, v in enumerate(argv) if i and argv[i - 1] in ("-c", "--config")]):
-        trainer = (yaml.safe_load(Path(config).read_text()) or {}).get("trainer") if Path(config).is_file() else None
-        if isinstance(trainer, dict) and trainer.get("default_root_dir"):
-            return str(trainer["default_root_dir"])
-    return None
-
-
-def evaluation_dir(ckpt: Path, stage: str) -> Path:
-    """RUN_DIR/eval/STAGE-N for a checkpoint's run (see run_dir); N the next free number."""
-    run = run_dir(ckpt)
+def evaluation_dir(root: Path, stage: str) -> Path:
+    """ROOT/eval/STAGE-N, N the next free number: a fresh directory, so no run's files are overwritten."""
     number = 1
-    while (run / "eval" / f"{stage}-{number}").exists():
+    while (root / "eval" / f"{stage}-{number}").exists():
         number += 1
-    return run / "eval" / f"{stage}-{number}"
+    return root / "eval" / f"{stage}-{number}"
 
 
 def checkpoint_config(
@@ -100,29 +93,3 @@ def checkpoint_config(
     config = Path(tempfile.mkdtemp(prefix="tetraformer-")) / "from_checkpoint.yaml"
     config.write_text(yaml.safe_dump(sections))
     return config
-
-
-def split_configs(args: list[str]) -> tuple[list[str], list[str]]:
-    """(the `-c FILE` / `--config FILE` / `--config=FILE` arguments in order, every other argument in order)."""
-    configs: list[str] = []
-    flags: list[str] = []
-    i = 0
-    while i < len(args):
-        if args[i] in ("-c", "--config") and i + 1 < len(args):
-            configs += args[i : i + 2]
-            i += 2
-            continue
-        (configs if args[i].startswith("--config=") else flags).append(args[i])
-        i += 1
-    return configs, flags
-
-
-def flag_value(argv: list[str], flag: str) -> str | None:
-    """Value of `--flag value` or `--flag=value`, if present (the last one wins, as in the parser)."""
-    value = None
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg.split("=", 1)[1]
-    return value

@@ -87,7 +87,7 @@ def test_predict_from_checkpoint_alone(trained: dict[str, Path]) -> None:
             str(out),
         ]
     )
-    rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (out / "eval" / "predict-1" / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 40 and all(Path(r["path"]).is_file() for r in rows)
     for row in rows:
         assert row["predicted"] in QUADRANTS and len(row["probabilities"]) == 2

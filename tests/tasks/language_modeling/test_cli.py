@@ -137,7 +137,8 @@ def test_generate_command_and_checkpoint_only_test(
             str(tmp_path / "test"),
         ]
     )
-    assert any("test/loss" in p.read_text() for p in (tmp_path / "test").glob("logs/version_*/metrics.csv"))
+    tested = tmp_path / "test" / "eval" / "test-1"
+    assert any("test/loss" in p.read_text() for p in tested.glob("logs/version_*/metrics.csv"))
     main(
         [
             "predict",
@@ -151,7 +152,8 @@ def test_generate_command_and_checkpoint_only_test(
             str(tmp_path / "predict"),
         ]
     )
-    predicted = [json.loads(line) for line in (tmp_path / "predict" / "predictions.jsonl").read_text().splitlines()]
+    written = tmp_path / "predict" / "eval" / "predict-1" / "predictions.jsonl"
+    predicted = [json.loads(line) for line in written.read_text().splitlines()]
     assert [r["prompt"] for r in predicted] == ["First", "hear me"] and all("generated" in r for r in predicted)
 
 
@@ -230,7 +232,7 @@ def test_init_from_checkpoint_starts_from_its_weights(
     data = {"train_path": str(text_file), "val_path": str(text_file), "documents": "line"}
     first = run_cli("fit", "--trainer.max_steps", "15", **data)
     ckpt = first / "checkpoints" / "last.ckpt"
-    resumed = run_cli("validate", "--ckpt_path", str(ckpt), root=tmp_path / "a", **data)
+    resumed = run_cli("validate", "--ckpt_path", str(ckpt), root=tmp_path / "a", **data) / "eval" / "validate-1"
     started = run_cli(
         "validate",
         "--model.init_from",

@@ -78,7 +78,7 @@ def test_checkpoint_carries_tokenizer_and_test_needs_only_it(trained: tuple[Path
             str(tmp_path / "test"),
         ]
     )
-    assert metric_rows(tmp_path / "test", "test/mlm_accuracy")[-1] > LEARNED_ACCURACY
+    assert metric_rows(tmp_path / "test" / "eval" / "test-1", "test/mlm_accuracy")[-1] > LEARNED_ACCURACY
 
 
 @pytest.mark.learning
@@ -100,7 +100,7 @@ def test_predict_fills_in_the_mask_tokens(trained: tuple[Path, Path], tmp_path: 
             str(tmp_path / "predict"),
         ]
     )
-    lines = (tmp_path / "predict" / "predictions.jsonl").read_text().splitlines()
+    lines = (tmp_path / "predict" / "eval" / "predict-1" / "predictions.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
     assert [r["text"] for r in records] == texts.read_text().splitlines()
     assert [len(r["masks"]) for r in records] == [1, 2]
@@ -159,6 +159,6 @@ def test_from_hf_bert_for_masked_lm_gives_a_checkpoint_test_accepts(
     with torch.no_grad():
         torch.testing.assert_close(ours(ids), hf(input_ids=ids).logits, atol=1e-4, rtol=0)
     run_cli("test", "--ckpt_path", str(ckpt), test_path=str(corpus))
-    assert metric_rows(tmp_path / "run", "test/loss")
+    assert metric_rows(tmp_path / "run" / "eval" / "test-1", "test/loss")
     run_cli("validate", "--model.init_from", str(src), train_path=str(corpus), tokenizer=str(src))
     assert metric_rows(tmp_path / "run", "val/mlm_accuracy")  # init_from reads the HF directory itself

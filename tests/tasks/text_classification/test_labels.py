@@ -60,7 +60,8 @@ def test_multi_label_learns_and_predicts_at_threshold(run_cli: Callable[..., Pat
             str(tmp_path / "p"),
         ]
     )
-    out = [json.loads(line) for line in (tmp_path / "p" / "predictions.jsonl").read_text().splitlines()]
+    written = tmp_path / "p" / "eval" / "predict-1" / "predictions.jsonl"
+    out = [json.loads(line) for line in written.read_text().splitlines()]
     for record in out:
         over = sorted(label for label, p in record["probabilities"].items() if p >= 0.5)
         assert record["predicted"] == over  # top-3 of 3 labels: every probability is listed
@@ -113,10 +114,11 @@ def test_test_stage_writes_per_class_report_and_confusion(
         ]
     )
     assert {"test/acc", "test/f1_macro"} <= set(last_metrics(test_dir, "test"))
-    with (test_dir / "reports" / "test_per_class.csv").open(encoding="utf-8") as f:
+    reports = test_dir / "eval" / "test-1" / "reports"
+    with (reports / "test_per_class.csv").open(encoding="utf-8") as f:
         labels = [row[0] for row in csv.reader(f)][1:]
     assert labels[:3] == ["food", "money", "sport"]
-    assert (test_dir / "reports" / "test_confusion.png").is_file()
+    assert (reports / "test_confusion.png").is_file()
 
 
 def test_unseen_test_label_from_checkpoint(

@@ -41,7 +41,8 @@ def test_predict_from_checkpoint_alone(run_cli: Callable[..., Path], splits: dic
             str(tmp_path / "p"),
         ]
     )
-    out = [json.loads(line) for line in (tmp_path / "p" / "predictions.jsonl").read_text().splitlines()]
+    written = tmp_path / "p" / "eval" / "predict-1" / "predictions.jsonl"
+    out = [json.loads(line) for line in written.read_text().splitlines()]
     assert [o["id"] for o in out] == [r["id"] for r in rows] and all(o["source"] == "web" for o in out)
     for record in out:
         assert record["predicted"] in ("food", "money", "sport")
@@ -62,5 +63,6 @@ def test_predict_from_checkpoint_alone(run_cli: Callable[..., Path], splits: dic
             str(tmp_path / "q"),
         ]
     )
-    stored = [json.loads(line) for line in (tmp_path / "q" / "predictions.jsonl").read_text().splitlines()]
+    written = tmp_path / "q" / "eval" / "predict-1" / "predictions.jsonl"
+    stored = [json.loads(line) for line in written.read_text().splitlines()]
     assert all(len(o["probabilities"]) == 1 for o in stored)  # the checkpoint's top_k, unless the command sets one

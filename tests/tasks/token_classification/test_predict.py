@@ -31,7 +31,8 @@ def predict(ckpt: Path, data: Path, out: Path, *args: str) -> list[dict]:
             *args,
         ]
     )
-    return [json.loads(line) for line in (out / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
+    written = out / "eval" / "predict-1" / "predictions.jsonl"
+    return [json.loads(line) for line in written.read_text(encoding="utf-8").splitlines()]
 
 
 def valid(tags: list[str], names: list[str], scheme: str) -> bool:
@@ -125,7 +126,7 @@ def test_constrained_decoding_never_emits_an_invalid_transition(
 def test_test_stage_writes_per_type_report(
     run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path, strict: bool
 ) -> None:
-    """`test` writes RUN_DIR/reports/test_entities.csv/.md: one row per entity type, then micro and macro avg."""
+    """`test` writes ROOT/eval/test-N/reports/test_entities.csv/.md: a row per entity type, then micro, macro avg."""
     run = run_cli("fit", "--trainer.max_epochs", "1", train_path=str(splits["train"]), val_path=str(splits["val"]))
     main(
         [
@@ -142,7 +143,8 @@ def test_test_stage_writes_per_type_report(
             str(tmp_path / "t"),
         ]
     )
-    lines = (tmp_path / "t" / "reports" / "test_entities.csv").read_text().splitlines()
+    reports = tmp_path / "t" / "eval" / "test-1" / "reports"
+    lines = (reports / "test_entities.csv").read_text().splitlines()
     assert lines[0] == "type,precision,recall,f1,support"
     assert [line.split(",")[0] for line in lines[1:]] == ["LOC", "PER", "micro avg", "macro avg"]
-    assert (tmp_path / "t" / "reports" / "test_entities.md").is_file()
+    assert (reports / "test_entities.md").is_file()

@@ -17,6 +17,7 @@ from tetraformer.data.labels import LabelVocabulary
 from tetraformer.data.spec import DataSpec
 from tetraformer.data.splits import train_val_split
 from tetraformer.data.tokenizer import load_tokenizer
+from tetraformer.errors import ConfigError
 from tetraformer.training.checkpointing.loading import source_tokenizer
 from tetraformer.training.checkpointing.resume import ResumableLoader
 
@@ -106,12 +107,19 @@ class TaskDataModule(L.LightningDataModule):
         """The run's output directory (the Trainer's default_root_dir)."""
         return Path(self.trainer.default_root_dir if self.trainer is not None else ".")
 
-    def require(self, stage: str) -> str:
-        """The path for a stage, or a clear error saying which flag sets it."""
-        path = {"train": self.train_path, "test": self.test_path, "predict": self.predict_path}[stage]
-        if not path:
-            raise ValueError(f"no {stage} data: set --data.{stage}_path to a file, a directory or a glob")
-        return path
+    def require(self, split: str) -> str:
+        """The path of a split (train, test, predict), or a ConfigError naming the flag that sets it."""
+        split = str(getattr(split, "value", split))  # Lightning's stages are TrainerFn, a str Enum: "predict"
+        path = {"train": self.train_path, "test": self.test_path, "predict": self.predict_path}[split]
+        if path:
+            return path
+        validating = self.trainer is not None and self.trainer.state.fn == "validate"
+        if split == "train" and validating and not self.val_path:  # validate reads val, else train's held-out share
+            raise ConfigError(
+                "no validation data: set --data.val_path to a file, a directory or a glob (or --data.train_path: "
+                "its held-out --data.val_fraction is validated)"
+            )
+        raise ConfigError(f"no {split} data: set --data.{split}_path to a file, a directory or a glob")
 
     def read_splits(self, stage: str, store: MutableMapping[str, Any], read: Callable[[str, bool], Any]) -> None:
         """Fill `store` with what `stage` needs, once: `read(path, predict)` gives a split's items.
