@@ -148,6 +148,75 @@ def test_compare_command_reports_every_run(
     assert "| alibi |" in (out / "results.md").read_text().replace("**", "")
 
 
+def test_compare_exits_non_zero_when_a_run_failed(
+    compared: tuple[Path, list[RunResult], CountingLauncher],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A comparison with a failed run (the done ones skipped, the broken one run again) exits 1 with one line that
+    counts the failures and names the report."""
+    root, _, _ = compared
+    path = root / "with_broken.yaml"
+    path.write_text(yaml.safe_dump({"base": "base.yaml", "variants": [*VARIANTS, BROKEN], "budget": {"max_steps": 4}}))
+    out = root / "out"
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    with pytest.raises(SystemExit) as ended:
+        main(["compare", "-c", str(path), "--out", str(out)])
+    assert ended.value.code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1] == f"error: 1 of 3 runs failed: see {out / 'results.md'} and each run's fit.log"
+
+
+class FailingLauncher(CountingLauncher):
+    """Records each run's command line and fails it at once, without starting a process."""
+
+    def __call__(self, args: list[str], log_file: Path) -> Launched:
+        self.commands.append(args)
+        return Launched(1, 0.0, "error: no data here")
+
+
+def test_shared_overrides_reach_every_run_and_all_failing_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`compare -c FILE --data.train_path X --model.arch.d_model=48`: every run's fit gets the file's shared
+    overrides and the command line's, besides its own; when every run fails the one line says all did."""
+    path = write_comparison(tmp_path, VARIANTS, overrides={"data.block_size": 16})
+    launcher = FailingLauncher()
+    monkeypatch.setattr("tetraformer.cli.compare.run_comparison", counted_comparison(launcher))
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    argv = ["compare", "-c", str(path), "--out", str(tmp_path / "out"), "--data.train_path", "x.txt"]
+    with pytest.raises(SystemExit) as ended:
+        main([*argv, "--model.arch.d_model=48"])
+    assert ended.value.code == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: all 2 runs failed: see ")
+    for command, variant in zip(launcher.commands, VARIANTS, strict=True):
+        flags = dict(zip(command[3::2], command[4::2]))  # after `fit -c BASE`: --key value pairs
+        assert flags["--data.block_size"] == "16" and flags["--data.train_path"] == "x.txt"
+        assert flags["--model.arch.d_model"] == "48"
+        assert all(flags[f"--{key}"] == value for key, value in variant["overrides"].items() if isinstance(value, str))
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["stray"], "unexpected argument 'stray'"),
+        (["--data.train_path"], "--data.train_path: give it a value"),
+        (["--model.arch", "{d_model: 8}"], "is also variant 'rotary''s model.init_args.arch.position"),
+    ],
+)
+def test_wrong_shared_overrides_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    """A stray word, a flag without its value, a shared key a variant varies: one line, exit 2, nothing run."""
+    path = write_comparison(tmp_path, VARIANTS)
+    with pytest.raises(SystemExit) as ended:
+        main(["compare", "-c", str(path), "--out", str(tmp_path / "out"), *extra])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+    assert not (tmp_path / "out").exists()
+
+
 def counted_comparison(launcher: CountingLauncher) -> Callable[..., list[RunResult]]:
     """run_comparison with `launcher` starting its runs."""
     return lambda spec, out: run_comparison(spec, out, launcher)

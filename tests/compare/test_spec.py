@@ -52,6 +52,33 @@ def test_flags_replace_the_files_budget_and_seeds(tmp_path: Path) -> None:
     assert spec.budget == Budget(max_time="00:01:00") and spec.seeds == [0, 1]
 
 
+def test_shared_overrides_come_from_the_file_and_the_command_line(tmp_path: Path) -> None:
+    """`overrides:` in the file applies to every run; command-line ones are laid over it; variants keep their own."""
+    variants = [{"name": "small", "overrides": {"model.arch.d_model": 32}}, {"name": "big"}]
+    shared = {"data.train_path": "a.csv", "trainer.accumulate_grad_batches": 2}
+    spec = load_spec(write_spec(tmp_path, variants=variants, overrides=shared), overrides={"data.train_path": "b.csv"})
+    assert spec.shared == {"data.train_path": "b.csv", "trainer.accumulate_grad_batches": 2}
+    assert spec.variants[0].overrides == {"model.arch.d_model": 32} and spec.variants[1].overrides == {}
+
+
+@pytest.mark.parametrize(
+    ("shared", "flags"),
+    [
+        ({"model.init_args.arch.d_model": 64}, {}),
+        ({}, {"model.arch": "{d_model: 64}"}),
+    ],
+)
+def test_a_shared_override_of_a_varied_key_is_an_error(
+    tmp_path: Path, shared: dict[str, Any], flags: dict[str, Any]
+) -> None:
+    """Sharing a key a variant sets (spelled with or without init_args, or a section above it) would erase the
+    difference the comparison is about, or be lost under the variant's own: one line naming both."""
+    variants = [{"name": "small", "overrides": {"model.arch.d_model": 32}}]
+    path = write_spec(tmp_path, variants=variants, overrides=shared or None)
+    with pytest.raises(ConfigError, match="is also variant 'small''s model.arch.d_model"):
+        load_spec(path, overrides=flags)
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
@@ -67,6 +94,7 @@ def test_flags_replace_the_files_budget_and_seeds(tmp_path: Path) -> None:
         ({"bogus": 1}, "unknown key 'bogus'"),
         ({"extrapolation": [1, "2x"]}, "extrapolation: expected a list of positive integers"),
         ({"peak_tflops": -1}, "peak_tflops: expected a positive number or auto"),
+        ({"overrides": ["data.train_path"]}, "overrides: expected a mapping of dotted keys"),
     ],
 )
 def test_mistakes_are_one_line_errors_naming_file_and_key(tmp_path: Path, fields: dict[str, Any], message: str) -> None:

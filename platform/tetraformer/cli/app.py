@@ -221,4 +221,4 @@ def main(argv: list[str] | None = None) -> None:
                 run_lightning(argv)
     except (TetraformerError, FileNotFoundError) as err:  # the user can fix it: one line, no traceback
         sys.stderr.write(f"error: {err}\n")
-        raise SystemExit(2) from err
+        raise SystemExit(getattr(err, "exit_code", 2)) from err

@@ -68,7 +68,7 @@ def override_flags(overrides: dict[str, Any]) -> list[str]:
 
 def fit_args(spec: ComparisonSpec, variant: Variant, seed: int, run_dir: Path) -> list[str]:
     """The `tetraformer fit` command line of one run."""
-    args = ["fit", "-c", str(spec.base.resolve()), *override_flags(variant.overrides)]
+    args = ["fit", "-c", str(spec.base.resolve()), *override_flags({**spec.shared, **variant.overrides})]
     args += ["--seed_everything", str(seed), "--trainer.default_root_dir", str(run_dir)]
     args += ["--run.group", spec.name, "--run.name", f"{spec.name}/{variant.name}/seed{seed}"]
     args += [*budget_flags(spec.budget), "--run.peak_tflops", str(spec.peak_tflops)]

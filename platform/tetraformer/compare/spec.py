@@ -13,7 +13,7 @@ import yaml
 from tetraformer.errors import ConfigError
 
 BUDGET_KEYS = ("max_steps", "max_time", "tokens")
-SPEC_KEYS = ("base", "variants", "grid", "seeds", "budget", "test", "extrapolation", "peak_tflops")
+SPEC_KEYS = ("base", "overrides", "variants", "grid", "seeds", "budget", "test", "extrapolation", "peak_tflops")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
 
 
@@ -52,10 +52,17 @@ class ComparisonSpec:
     test: bool = False
     extrapolation: list[int] | None = None
     peak_tflops: float | Literal["auto"] = "auto"  # auto: each run times its device's matmul peak at start
+    shared: dict[str, Any] = field(default_factory=dict)  # overrides of every run (data paths, model size)
 
 
-def load_spec(path: Path, budget: dict[str, Any] | None = None, seeds: int | None = None) -> ComparisonSpec:
-    """Read and check a comparison file; `budget` / `seeds` (command-line flags) replace the file's."""
+def load_spec(
+    path: Path,
+    budget: dict[str, Any] | None = None,
+    seeds: int | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> ComparisonSpec:
+    """Read and check a comparison file; `budget` / `seeds` (command-line flags) replace the file's, `overrides`
+    (command-line `--dotted.key value`) are laid over the file's shared `overrides`."""
     if not path.is_file():
         raise ConfigError(f"{path}: comparison file not found")
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -64,16 +71,18 @@ def load_spec(path: Path, budget: dict[str, Any] | None = None, seeds: int | Non
     unknown = sorted(set(data) - set(SPEC_KEYS))
     if unknown:
         raise ConfigError(f"{path}: unknown key '{unknown[0]}' (known: {', '.join(SPEC_KEYS)})")
+    found = variants(path, data.get("variants"), data.get("grid"))
     return ComparisonSpec(
         name=path.stem,
         path=path,
         base=base_config(path, data.get("base")),
-        variants=variants(path, data.get("variants"), data.get("grid")),
+        variants=found,
         seeds=seed_list(path, data.get("seeds", 1) if seeds is None else seeds),
         budget=parse_budget(path, budget if budget else data.get("budget")),
         test=bool(data.get("test", False)),
         extrapolation=extrapolation_factors(path, data.get("extrapolation")),
         peak_tflops=peak(path, data.get("peak_tflops", "auto")),
+        shared=shared_overrides(path, data.get("overrides"), overrides or {}, found),
     )
 
 
@@ -104,6 +113,30 @@ def variants(path: Path, listed: Any, grid: Any) -> list[Variant]:
             raise ConfigError(f"{path}: variants: duplicate variant name '{variant.name}'")
         seen.add(variant.name)
     return result
+
+
+def shared_overrides(path: Path, listed: Any, flags: dict[str, Any], found: list[Variant]) -> dict[str, Any]:
+    """The overrides of every run: the file's `overrides`, then the command line's; a key that a variant sets too is
+    an error (shared, it would make the variants the same, or be lost under the variant's own)."""
+    shared = listed or {}
+    if not isinstance(shared, dict):
+        raise ConfigError(f"{path}: overrides: expected a mapping of dotted keys to values (shared by every variant)")
+    shared = {**shared, **flags}
+    for variant in found:
+        for key in shared:
+            clash = next((own for own in variant.overrides if _same_option(key, own)), None)
+            if clash is not None:
+                raise ConfigError(
+                    f"{path}: the shared override {key} is also variant '{variant.name}''s {clash}: "
+                    "a key the comparison varies cannot be shared (drop one of them)"
+                )
+    return shared
+
+
+def _same_option(a: str, b: str) -> bool:
+    """Whether two dotted keys name the same option or one holds the other (`init_args.` spelled or not)."""
+    a, b = (k.replace(".init_args.", ".") for k in (a, b))
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
 def named_variants(path: Path, listed: Any) -> list[Variant]:
