@@ -190,7 +190,7 @@ def test_shared_overrides_reach_every_run_and_all_failing_exits_1(
     assert ended.value.code == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: all 2 runs failed: see ")
     for command, variant in zip(launcher.commands, VARIANTS, strict=True):
-        flags = dict(zip(command[3::2], command[4::2]))  # after `fit -c BASE`: --key value pairs
+        flags = dict(zip(command[3::2], command[4::2], strict=True))  # after `fit -c BASE`: --key value pairs
         assert flags["--data.block_size"] == "16" and flags["--data.train_path"] == "x.txt"
         assert flags["--model.arch.d_model"] == "48"
         assert all(flags[f"--{key}"] == value for key, value in variant["overrides"].items() if isinstance(value, str))
