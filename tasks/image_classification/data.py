@@ -13,7 +13,7 @@ from tetraformer.data.image_augment import Augmentation
 from tetraformer.data.image_sources import ImageSet, Reading, read_source
 from tetraformer.data.images import Normalization
 from tetraformer.data.spec import DataSpec, ImageSpec
-from tetraformer.errors import ConfigError
+from tetraformer.errors import ConfigError, at_least, require
 from tetraformer.training.base.datamodule import TaskDataModule
 from tetraformer.training.base.labelled import LabelledData
 
@@ -54,6 +54,12 @@ class ImageClassificationData(LabelledData, TaskDataModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        at_least(self, 1, image_size=image_size)
+        for option, values in (("mean", mean), ("std", std)):
+            per_channel = values is None or len(values) == channels
+            require(self, option, values, per_channel, f"needs {channels} value(s), one per channel")
+        require(self, "std", std, std is None or all(s > 0 for s in std), "must be more than 0 for every channel")
+        require(self, "std", std, (mean is None) == (std is None), "goes with mean: give both or neither")
         self.save_hyperparameters()
         self.format, self.path_field, self.label_field = format, path_field, label_field
         self.channels, self.requested_size, self.fixed_labels = channels, image_size, labels
@@ -108,9 +114,7 @@ class ImageClassificationData(LabelledData, TaskDataModule):
 
     def training_normalization(self) -> Normalization:
         """`--data.mean` / `--data.std` (one value per channel), else computed on the training images."""
-        if self.given_mean or self.given_std:
-            if len(self.given_mean or []) != self.channels or len(self.given_std or []) != self.channels:
-                raise ConfigError(f"--data.mean and --data.std need {self.channels} value(s) each, one per channel")
+        if self.given_mean and self.given_std:  # one value per channel each (checked in __init__)
             return Normalization(list(self.given_mean), list(self.given_std))
         normalization = Normalization.of(self.datasets["train"].images)
         log.info("training images: mean %s, std %s per channel", normalization.mean, normalization.std)

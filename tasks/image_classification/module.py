@@ -16,6 +16,7 @@ from tasks.image_classification.model import ImagePooling, build_image_classifie
 from tetraformer.core import TransformerConfig
 from tetraformer.data.images import Normalization, decode_image
 from tetraformer.data.spec import DataSpec
+from tetraformer.errors import at_least
 from tetraformer.training.base.labelled import LabelledTask
 from tetraformer.training.base.module import TaskModule
 from tetraformer.training.base.predictions import PREDICTED, PROBABILITIES, top_k_labels
@@ -40,6 +41,8 @@ class ImageClassification(LabelledTask, TaskModule):
 
     def __init__(self, pooling: ImagePooling = "cls", top_k: int = 5, attention_images: int = 4, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        at_least(self, 1, top_k=top_k)
+        at_least(self, 0, attention_images=attention_images)
         self.save_hyperparameters()
         self.pooling, self.top_k, self.attention_images = pooling, top_k, attention_images
         self.normalization: Normalization | None = None

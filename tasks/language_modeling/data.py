@@ -16,6 +16,7 @@ from tetraformer.data import (
     train_val_split,
 )
 from tetraformer.data.tokenizer import TokenizerKind
+from tetraformer.errors import at_least
 from tetraformer.training.base.text_datamodule import TextDataModule
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class LanguageModelingData(TextDataModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(tokenizer_type=tokenizer_type, **kwargs)
+        at_least(self, 1, block_size=block_size)
         self.save_hyperparameters()
         self.read_options = {
             "format": format,

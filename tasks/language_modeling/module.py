@@ -9,6 +9,7 @@ from torchmetrics import Metric
 
 from tetraformer.core import CausalLM, TransformerConfig
 from tetraformer.data.spec import DataSpec
+from tetraformer.errors import require
 from tetraformer.training.base.module import TaskModule
 from tetraformer.training.base.predictions import GENERATED
 from tetraformer.training.base.text_generation import GeneratesText, TextGenerationConfig
@@ -30,6 +31,8 @@ class LanguageModeling(GeneratesText, TaskModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if self.init_from is None and isinstance(self.arch, TransformerConfig):  # else make_network checks it
+            decoder_only(self.arch)
         self.save_hyperparameters()
         self.sample_prompts = sample_prompts if sample_prompts is not None else ["The "]
         self.generation = generation or TextGenerationConfig()
@@ -40,8 +43,7 @@ class LanguageModeling(GeneratesText, TaskModule):
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
         """A GPT: the core's decoder-only CausalLM (every position type; T5's relative buckets are causal here)."""
-        if cfg.is_encoder_decoder:
-            raise ValueError("GPT is decoder-only: set n_decoder_layers to 0")
+        decoder_only(cfg)
         return CausalLM(cfg)
 
     def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
@@ -64,3 +66,9 @@ class LanguageModeling(GeneratesText, TaskModule):
         """Continue each prompt of the batch."""
         outputs = self.generate(batch["prompts"])
         return [{"prompt": p, GENERATED: o} for p, o in zip(batch["prompts"], outputs, strict=True)]
+
+
+def decoder_only(cfg: TransformerConfig) -> None:
+    """A GPT has no encoder: an OptionError for a config with decoder layers of an encoder-decoder."""
+    layers = cfg.n_decoder_layers
+    require(cfg, "n_decoder_layers", layers, layers == 0, "must be 0: a language model is decoder-only (GPT)")

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from tasks.masked_lm.segments import pair_rows, single_rows, tokenize_documents
 from tetraformer.data import load_tokenizer, read_text, resolve_files, train_val_split
 from tetraformer.data.masking import MaskingCollator, TokenMasker
+from tetraformer.errors import require
 from tetraformer.training.base.text_datamodule import TextDataModule
 
 log = logging.getLogger(__name__)
@@ -37,9 +38,10 @@ class MaskedLMData(TextDataModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        require(self, "max_length", max_length, max_length >= 4, "must be 4 or more ([CLS] A [SEP] B [SEP])")
+        masking = 0 < mlm_probability < 1
+        require(self, "mlm_probability", mlm_probability, masking, "must be more than 0 and less than 1")
         self.save_hyperparameters()
-        if max_length < 4:
-            raise ValueError(f"max_length must be at least 4 ([CLS] A [SEP] B [SEP]), got {max_length}")
         self.read_options = {
             "format": format,
             "field": self.text_field,

@@ -13,6 +13,7 @@ from tetraformer.core import TransformerConfig
 from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.data import IGNORE_INDEX
 from tetraformer.data.spec import DataSpec
+from tetraformer.errors import at_least
 from tetraformer.training.base.module import TaskModule
 from tetraformer.training.base.predictions import top_k
 
@@ -30,6 +31,7 @@ class MaskedLanguageModeling(TaskModule):
 
     def __init__(self, next_sentence: bool = False, top_k: int = 5, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        at_least(self, 1, top_k=top_k)
         self.save_hyperparameters()
         self.next_sentence, self.top_k = next_sentence, top_k
 

@@ -15,6 +15,7 @@ from tetraformer.data.span_corruption import SpanCorruptionCollator, SpanCorrupt
 from tetraformer.data.splits import train_val_split
 from tetraformer.data.text import text_format
 from tetraformer.data.tokenizer import TokenizerKind, decoder_start_token
+from tetraformer.errors import at_least, require
 from tetraformer.training.base.text_datamodule import TextDataModule
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,10 @@ class Seq2SeqData(TextDataModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(tokenizer_type=tokenizer_type, text_field=text_field, **kwargs)
+        at_least(self, 1, max_source_length=max_source_length, max_target_length=max_target_length)
+        at_least(self, 1, mean_span_length=mean_span_length)
+        at_least(self, 0, extra_ids=extra_ids)
+        require(self, "noise_density", noise_density, 0 < noise_density < 1, "must be more than 0 and less than 1")
         self.save_hyperparameters()
         self.format, self.fields, self.source_prefix = format, (source_field, target_field), source_prefix
         self.source_path, self.target_path, self.mixture = source_path, target_path, mixture

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from tetraformer.core import Seq2SeqLM, TransformerConfig
 from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.data.spec import DataSpec
+from tetraformer.errors import at_least, require
 from tetraformer.training.base.module import TaskModule
 from tetraformer.training.base.predictions import GENERATED
 from tetraformer.training.base.text_generation import GeneratesText, TextGenerationConfig
@@ -46,6 +47,9 @@ class Seq2Seq(GeneratesText, TaskModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        at_least(self, 0, val_generate_batches=val_generate_batches, table_rows=table_rows)
+        if self.init_from is None and isinstance(self.arch, TransformerConfig):  # else make_network checks it
+            encoder_decoder(self.arch)
         self.save_hyperparameters()
         if isinstance(generation, dict):  # hyper-parameters of a checkpoint saved outside the CLI are plain data
             generation = TextGenerationConfig(**generation)
@@ -68,8 +72,7 @@ class Seq2Seq(GeneratesText, TaskModule):
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
         """A Seq2SeqLM: the core's encoder-decoder family, checked to have a decoder."""
-        if not cfg.is_encoder_decoder:
-            raise ValueError("seq2seq needs an encoder-decoder: set arch.n_decoder_layers > 0")
+        encoder_decoder(cfg)
         return Seq2SeqLM(cfg)
 
     # --- loss ----------------------------------------------------------------------------------------
@@ -174,3 +177,9 @@ class Seq2Seq(GeneratesText, TaskModule):
         """Each source with the training data's prefix put before it where it lacks it."""
         prefix = self.source_prefix
         return [p if p.startswith(prefix) else prefix + p for p in prompts]
+
+
+def encoder_decoder(cfg: TransformerConfig) -> None:
+    """Seq2seq needs a decoder that reads the encoder: an OptionError for a config without decoder layers."""
+    layers = cfg.n_decoder_layers
+    require(cfg, "n_decoder_layers", layers, layers > 0, "must be 1 or more: seq2seq needs an encoder-decoder")

@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 from tetraformer.data import DataError, LabelVocabulary, read_records, resolve_files
 from tetraformer.data.buckets import LengthBuckets
 from tetraformer.data.records import LINE_COLUMN, SOURCE_COLUMN
+from tetraformer.errors import at_least
 from tetraformer.training.base.labelled import LabelledData
 from tetraformer.training.base.text_datamodule import TextDataModule
 
@@ -40,6 +41,7 @@ class TextClassificationData(LabelledData, TextDataModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        at_least(self, 1, max_length=max_length)
         self.save_hyperparameters()
         self.format, self.pair_field, self.label_field = format, text_pair_field, label_field
         self.multi_label, self.label_separator = multi_label, label_separator

@@ -6,7 +6,7 @@ from typing import Literal
 
 from tetraformer.core import SequenceClassifier, TransformerConfig, build_backbone
 from tetraformer.core.backbones import BackboneKind
-from tetraformer.errors import ConfigError
+from tetraformer.errors import require
 
 ClassifierPooling = Literal["cls", "mean", "last", "decoder"]
 POOLINGS_BY_BACKBONE: dict[str, tuple[str, ...]] = {
@@ -24,7 +24,12 @@ def build_classifier(
     pooler: bool,
 ) -> SequenceClassifier:
     """A SequenceClassifier on a new backbone; a pooling the backbone cannot use is a clear error."""
-    allowed = POOLINGS_BY_BACKBONE.get(backbone)
-    if allowed is not None and pooling is not None and pooling not in allowed:
-        raise ConfigError(f"--model.pooling {pooling} does not fit a {backbone} backbone; use one of {allowed}")
+    check_pooling(SequenceClassifier, backbone, pooling)
     return SequenceClassifier(build_backbone(cfg, backbone), num_classes, pooling, pooler)
+
+
+def check_pooling(owner: object, backbone: BackboneKind, pooling: ClassifierPooling | None) -> None:
+    """A pooling the backbone cannot use is an OptionError (of `owner`'s `pooling`) naming those it can."""
+    allowed = POOLINGS_BY_BACKBONE.get(backbone, ())
+    fits = pooling is None or not allowed or pooling in allowed
+    require(owner, "pooling", pooling, fits, f"does not fit a {backbone} backbone; use one of: {', '.join(allowed)}")

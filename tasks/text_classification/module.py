@@ -13,10 +13,11 @@ from torchmetrics.classification import (
     MultilabelF1Score,
 )
 
-from tasks.text_classification.model import ClassifierPooling, build_classifier
+from tasks.text_classification.model import ClassifierPooling, build_classifier, check_pooling
 from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.core.backbones import BackboneKind
 from tetraformer.data.spec import DataSpec
+from tetraformer.errors import at_least, require
 from tetraformer.training.base.labelled import LabelledTask
 from tetraformer.training.base.losses import balanced_class_weights, given_class_weights
 from tetraformer.training.base.module import TaskModule
@@ -44,6 +45,11 @@ class TextClassification(LabelledTask, TaskModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        check_pooling(self, backbone, pooling)
+        require(self, "threshold", threshold, 0 < threshold < 1, "must be more than 0 and less than 1")
+        at_least(self, 1, top_k=top_k)
+        weights_ok = class_weights in (None, "balanced") or all(w > 0 for w in class_weights)
+        require(self, "class_weights", class_weights, weights_ok, "must be balanced or weights more than 0")
         self.save_hyperparameters()
         self.backbone_kind, self.pooling, self.pooler = backbone, pooling, pooler
         self.class_weights, self.threshold, self.top_k = class_weights, threshold, top_k

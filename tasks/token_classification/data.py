@@ -13,6 +13,7 @@ from tetraformer.data.conll import SentenceFormat, TaggedSentence, WordSplit, jo
 from tetraformer.data.spec import DataSpec
 from tetraformer.data.tag_schemes import PREFIXES, canonical_scheme, split_tag, tag_problem, to_canonical
 from tetraformer.data.word_alignment import SentenceBatches, sentence_windows
+from tetraformer.errors import require
 from tetraformer.training.base.labelled import LabelledData
 from tetraformer.training.base.text_datamodule import TextDataModule
 
@@ -47,6 +48,8 @@ class TokenClassificationData(LabelledData, TextDataModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        require(self, "max_length", max_length, max_length >= 3, "must be 3 or more ([CLS] word [SEP])")
+        require(self, "stride", stride, 0 <= stride < max_length, f"must be 0 or more and less than {max_length=}")
         self.save_hyperparameters()
         canonical_scheme(tag_scheme)  # an unknown scheme fails here, naming the known ones
         self.format, self.tag_scheme, self.word_split = format, tag_scheme, word_split

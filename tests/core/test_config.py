@@ -46,13 +46,13 @@ def test_absolute_positions_means_a_table_in_the_embeddings(position: str) -> No
 @pytest.mark.parametrize("field", ["norm", "norm_position", "activation", "position", "attention"])
 def test_unknown_names_are_rejected_with_the_choices(field: str) -> None:
     """A misspelt choice raises a ValueError that names the field and the allowed values."""
-    with pytest.raises(ValueError, match=f"{field}='bogus'; expected one of"):
+    with pytest.raises(ValueError, match=f"{field}='bogus': must be one of: "):
         TransformerConfig(**{field: "bogus"})
 
 
 def test_indivisible_heads_rejected_unless_d_head_given() -> None:
     """d_model must split into heads, unless an explicit d_head decouples them."""
-    with pytest.raises(ValueError, match="not divisible by n_heads=3"):
+    with pytest.raises(ValueError, match="n_heads=3: must divide d_model=32"):
         TransformerConfig(d_model=32, n_heads=3)
     cfg = TransformerConfig(d_model=32, n_heads=3, d_head=8)
     assert (cfg.head_dim, cfg.inner_dim) == (8, 24)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch import Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger
@@ -16,8 +17,15 @@ from lightning.pytorch.loggers import CSVLogger
 import tetraformer.interop  # noqa: F401  (registers Hugging Face model directories as init_from sources)
 from tetraformer.cli.checkpoint_task import check_resumed_task
 from tetraformer.cli.commands import COMMANDS
-from tetraformer.cli.config_errors import one_line, trainer_config_error
+from tetraformer.cli.config_errors import one_line, trainer_config_error, yaml_error
 from tetraformer.cli.eval_runs import EVAL_STAGES, evaluated_spec, evaluation_args
+from tetraformer.cli.option_errors import (
+    check_trainer_ranges,
+    instantiation_error,
+    run_folder,
+    told_in_one_line,
+    trainer_option_error,
+)
 from tetraformer.errors import ConfigError, TetraformerError
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
 from tetraformer.safe_loading import (
@@ -99,6 +107,12 @@ class TetraformerCLI(LightningCLI):
 
     before_fit = before_validate = before_test = before_predict = _load_weights_only
 
+    def instantiate_classes(self) -> None:
+        """Build the config's classes; a value one of them refuses is one line naming the option (option_errors)."""
+        config = self.config.get(str(self.subcommand), self.config)
+        with told_in_one_line(lambda err: instantiation_error(err, config), ValueError):
+            super().instantiate_classes()
+
     def _config_value(self, key: str, default: Any = None) -> Any:
         """A value of the instantiated config, inside the subcommand's section when there is one."""
         return self.config_init.get(str(self.subcommand), self.config_init).get(key, default)
@@ -108,7 +122,8 @@ class TetraformerCLI(LightningCLI):
         trainer_cfg = self._config_value("trainer", default={})
         kwargs["strategy"] = platform_strategy(trainer_cfg.get("strategy", "auto"))
         run: RunConfig = self._config_value("run")
-        root = Path(trainer_cfg.get("default_root_dir") or ".")
+        check_trainer_ranges(trainer_cfg)
+        root = run_folder(trainer_cfg.get("default_root_dir") or ".", "--trainer.default_root_dir")
         if self.subcommand == "fit":  # `--ckpt_path last` before any last.ckpt: from scratch (a requeued job)
             self.config_init.fit.ckpt_path = resume_path(self.config_init.fit.ckpt_path, root / "checkpoints")
         kwargs["plugins"] = with_slurm_environment(with_atomic_io(trainer_cfg.get("plugins")))
@@ -125,7 +140,9 @@ class TetraformerCLI(LightningCLI):
         if trainer_cfg.get("enable_progress_bar") is None and not sys.stdout.isatty():
             # unless asked, a bar only on a terminal: Lightning's default one redraws and reads the loss every step
             kwargs["enable_progress_bar"] = False
-        trainer = super().instantiate_trainer(**kwargs)
+        refusals = (MisconfigurationException, ValueError, TypeError)  # how Lightning refuses its settings
+        with told_in_one_line(lambda err: trainer_option_error(err, trainer_cfg), *refusals):
+            trainer = super().instantiate_trainer(**kwargs)
         guard_ranks(trainer, run.collective_timeout_s)
         return trainer
 
@@ -179,7 +196,7 @@ def run_lightning(argv: list[str]) -> None:
         )
     except ArgumentError as err:
         command = f"tetraformer {argv[0]}" if argv and argv[0] in SUBCOMMANDS else "tetraformer"
-        raise ConfigError(f"{one_line(str(err))} (see {command} --help)") from None
+        raise yaml_error(str(err), argv) or ConfigError(f"{one_line(str(err))} (see {command} --help)") from None
     except ValueError as err:  # Lightning's check of trainer settings against the data
         config_error = trainer_config_error(err)
         if config_error is None:

@@ -13,8 +13,10 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tetraformer.cli.option_errors import output_file
 from tetraformer.cli.parser import CommandParser
 from tetraformer.cli.task_loading import load_generative_task
+from tetraformer.errors import ConfigError, OptionError
 from tetraformer.safe_loading import add_trust_flag
 from tetraformer.training.base.predictions import GENERATED
 
@@ -46,9 +48,13 @@ def generate_command(argv: list[str]) -> None:
     parser.add_argument("--device", default="cuda" if _cuda() else "cpu")
     add_trust_flag(parser)
     args = parser.parse_args(argv)
+    if args.batch_size < 1:
+        raise ConfigError(f"--batch-size {args.batch_size}: must be 1 or more")
+    if args.output is not None:
+        output_file(args.output, "--output")  # before the checkpoint loads: a mistake shows at once
 
     task = load_generative_task(args.ckpt, args.tokenizer, args.device)
-    config = dataclasses.replace(task.generation, **generation_options(args))
+    config = generation_config(task.generation, generation_options(args))
     if args.prompt is not None and args.output is None:
         stream_generation(task, args.prompt, config)
         return
@@ -104,6 +110,14 @@ def generation_options(args: argparse.Namespace) -> dict[str, Any]:
     if options.get("do_sample") is False:  # --greedy: one beam, whatever beam width the checkpoint decodes with
         options.setdefault("num_beams", 1)
     return options
+
+
+def generation_config(defaults: Any, options: dict[str, Any]) -> Any:
+    """The task's decoding settings with the flags' values; a value it refuses names the flag (`--max-new-tokens`)."""
+    try:
+        return dataclasses.replace(defaults, **options)
+    except OptionError as err:
+        raise ConfigError(f"--{err.option.replace('_', '-')} {err.value!r}: {err.allowed}") from None
 
 
 def read_prompts(path: Path) -> list[str]:

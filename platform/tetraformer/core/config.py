@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tetraformer.core.positions import POSITION_TYPES, Position, PositionType
+from tetraformer.errors import above, at_least, probability, require
 
 Norm = Literal["layernorm", "rmsnorm"]
 NormPosition = Literal["pre", "post"]
@@ -71,13 +72,25 @@ class TransformerConfig:
     activation_checkpointing: bool = False  # recompute each block in backward: less memory, ~1/3 more compute
 
     def __post_init__(self) -> None:
-        """Reject shapes and names that cannot build a model."""
-        if self.d_head is None and self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        """Reject shapes, rates and names that cannot build a model: an OptionError names the field."""
+        at_least(self, 1, d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers, d_ff=self.d_ff)
+        at_least(self, 1, d_head=self.d_head, max_len=self.max_len, relative_buckets=self.relative_buckets)
+        at_least(self, 1, relative_max_distance=self.relative_max_distance, image_size=self.image_size)
+        at_least(self, 1, patch_size=self.patch_size, n_channels=self.n_channels)
+        at_least(self, 0, n_decoder_layers=self.n_decoder_layers, vocab_size=self.vocab_size, init_std=self.init_std)
+        at_least(self, 0, type_vocab_size=self.type_vocab_size)
+        above(self, 0, norm_eps=self.norm_eps, rope_base=self.rope_base)
+        probability(self, dropout=self.dropout, attn_dropout=self.attn_dropout, ffn_dropout=self.ffn_dropout)
+        fraction_ok = 0 < self.rope_fraction <= 1
+        require(self, "rope_fraction", self.rope_fraction, fraction_ok, "must be more than 0 and at most 1")
+        divides = self.d_head is not None or self.d_model % self.n_heads == 0
+        require(self, "n_heads", self.n_heads, divides, f"must divide d_model={self.d_model} (or set d_head)")
+        patches = self.image_size % self.patch_size == 0
+        require(self, "image_size", self.image_size, patches, f"must be a multiple of patch_size={self.patch_size}")
         for name in ("norm", "norm_position", "activation", "position", "attention", "init_scheme"):
             allowed = _literal_values(name)
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name}={getattr(self, name)!r}; expected one of {allowed}")
+            value = getattr(self, name)
+            require(self, name, value, value in allowed, f"must be one of: {', '.join(allowed)}")
 
     @property
     def head_dim(self) -> int:

@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from tetraformer.errors import at_least, within
+
 
 @dataclass
 class Augmentation:
@@ -20,6 +22,11 @@ class Augmentation:
     resized_crop_scale: float = 0.0  # > 0: RandomResizedCrop of at least this share of the area (e.g. 0.35)
     mixup_alpha: float = 0.0  # > 0: mix pairs of images with Beta(alpha, alpha) weights
     cutmix_alpha: float = 0.0  # > 0: paste a box of another image, weight = its area; one of the two per batch
+
+    def __post_init__(self) -> None:
+        """Reject sizes and strengths that cannot augment: an OptionError names the field."""
+        at_least(self, 0, crop_padding=self.crop_padding, mixup_alpha=self.mixup_alpha, cutmix_alpha=self.cutmix_alpha)
+        within(self, 0, 1, resized_crop_scale=self.resized_crop_scale)
 
     @property
     def mixes(self) -> bool:

@@ -53,5 +53,5 @@ def test_mean_and_std_need_one_value_per_channel(
         run_cli("fit", "--trainer.max_steps", "1", train_path=str(folders["train"]), mean=[0.5] * 3, std=[0.2] * 3)
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "error: --data.mean and --data.std need 1 value(s) each, one per channel"
+        "error: --data.mean [0.5, 0.5, 0.5]: needs 1 value(s), one per channel"
     )

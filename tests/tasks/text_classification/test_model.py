@@ -25,7 +25,7 @@ def test_fitting_poolings_give_logits(backbone: str, pooling: str) -> None:
 @pytest.mark.parametrize(("backbone", "pooling"), [("decoder", "cls"), ("encoder", "decoder"), ("decoder", "decoder")])
 def test_unfitting_poolings_are_refused(backbone: str, pooling: str) -> None:
     """cls on a causal decoder, a decoder step without a decoder: the error names the choices."""
-    with pytest.raises(ValueError, match=f"--model.pooling {pooling} does not fit a {backbone} backbone"):
+    with pytest.raises(ValueError, match=f"pooling='{pooling}': does not fit a {backbone} backbone; use one of: "):
         build_classifier(CFG, backbone, 5, pooling, pooler=False)
 
 
@@ -36,4 +36,4 @@ def test_unfitting_pooling_is_one_line_from_the_cli(
     with pytest.raises(SystemExit) as stop:
         run_cli("fit", model={"backbone": "decoder", "pooling": "cls"}, train_path=str(splits["train"]))
     assert stop.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: --model.pooling cls does not fit")
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: --model.pooling 'cls': does not fit")

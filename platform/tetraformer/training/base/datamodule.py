@@ -17,7 +17,7 @@ from tetraformer.data.labels import LabelVocabulary
 from tetraformer.data.spec import DataSpec
 from tetraformer.data.splits import train_val_split
 from tetraformer.data.tokenizer import load_tokenizer
-from tetraformer.errors import ConfigError
+from tetraformer.errors import ConfigError, at_least, require
 from tetraformer.training.checkpointing.loading import source_tokenizer
 from tetraformer.training.checkpointing.resume import ResumableLoader
 
@@ -46,6 +46,9 @@ class TaskDataModule(L.LightningDataModule):
         init_from: str | None = None,
     ) -> None:
         super().__init__()
+        at_least(self, 1, batch_size=batch_size)
+        at_least(self, 0, num_workers=num_workers)
+        require(self, "val_fraction", val_fraction, 0 < val_fraction < 1, "must be more than 0 and less than 1")
         self.prepare_data_per_node = False  # RUN_DIR is shared by every node (checkpoints too): rank 0 prepares
         self.train_path, self.val_path, self.test_path, self.predict_path = (
             train_path,

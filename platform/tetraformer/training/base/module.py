@@ -19,7 +19,7 @@ from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.core.config import TransformerConfig
 from tetraformer.data.collate import IGNORE_INDEX
 from tetraformer.data.spec import DataSpec
-from tetraformer.errors import TetraformerError
+from tetraformer.errors import TetraformerError, probability
 from tetraformer.payload import DATA_SPEC_KEY, PAYLOAD_KEY, make_payload, plain
 from tetraformer.training.base.compile import compile_blocks
 from tetraformer.training.base.optim import OptimizerConfig, build_optimizer
@@ -69,6 +69,7 @@ class TaskModule(L.LightningModule):
         compile: bool = False,  # noqa: A002  (the user-facing option is --model.compile)
     ) -> None:
         super().__init__()
+        probability(self, label_smoothing=label_smoothing)
         self.arch = arch or TransformerConfig()
         self.optim = optim or OptimizerConfig()
         self.init_from, self.label_smoothing = init_from, label_smoothing

@@ -9,6 +9,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from tetraformer.errors import above, at_least, require, within
+
 Schedule = Literal["cosine", "linear", "constant", "noam"]
 NO_DECAY_TYPES = (nn.LayerNorm, nn.RMSNorm, nn.Embedding)
 
@@ -25,6 +27,14 @@ class OptimizerConfig:
     warmup_steps: int = 0  # linear warm-up from 0 to lr
     min_lr_ratio: float = 0.1  # cosine/linear decay floor, as a fraction of lr
     fused: bool | None = None  # None: the fused kernel on CPU and CUDA (4x faster than the loop on CPU)
+
+    def __post_init__(self) -> None:
+        """Reject rates and shapes AdamW or the schedule cannot use: an OptionError names the field."""
+        above(self, 0, lr=self.lr, eps=self.eps)
+        at_least(self, 0, weight_decay=self.weight_decay, warmup_steps=self.warmup_steps)
+        within(self, 0, 1, min_lr_ratio=self.min_lr_ratio)
+        betas_ok = len(self.betas) == 2 and all(0 <= beta < 1 for beta in self.betas)
+        require(self, "betas", self.betas, betas_ok, "must be two numbers, each 0 or more and less than 1")
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:

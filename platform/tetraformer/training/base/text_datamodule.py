@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import codecs
 from pathlib import Path
 from typing import Any
 
 from tetraformer.data.run_tokenizer import prepare_run_tokenizer
 from tetraformer.data.tokenizer import TokenizerKind
+from tetraformer.errors import at_least, require
 from tetraformer.files import write_text_if_changed
 from tetraformer.training.base.datamodule import TaskDataModule
 
@@ -28,6 +30,8 @@ class TextDataModule(TaskDataModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        at_least(self, 1, vocab_size=vocab_size)
+        require(self, "encoding", encoding, known_encoding(encoding), "must be an encoding Python knows (utf-8, ...)")
         self.text_field, self.encoding = text_field, encoding
         self.tokenizer_type, self.vocab_size = tokenizer_type, vocab_size
 
@@ -44,3 +48,12 @@ class TextDataModule(TaskDataModule):
         """Train the run's tokenizer on `text`, kept as a UTF-8 corpus file rewritten only when the text changes."""
         write_text_if_changed(corpus, text)
         self.train_run_tokenizer([corpus], "text", "utf-8", extra_ids)
+
+
+def known_encoding(name: str) -> bool:
+    """Whether Python can decode text in this encoding."""
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        return False
+    return True

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from tetraformer.accel import decoding
 from tetraformer.core.generation import GenerationConfig, generate
 from tetraformer.data.tokenizer import decoder_start_token
+from tetraformer.errors import above, at_least, require
 from tetraformer.training.base.compile import eager_decoding
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,13 @@ class TextGenerationConfig:
     stop: list[str] = field(
         default_factory=list, metadata={"help": r"stop string, \n and \t escapes allowed (repeatable)"}
     )  # generation of a row ends at the first of these strings
+
+    def __post_init__(self) -> None:
+        """Reject settings that cannot generate: an OptionError names the field."""
+        at_least(self, 1, max_new_tokens=self.max_new_tokens, num_beams=self.num_beams)
+        at_least(self, 0, top_k=self.top_k)
+        above(self, 0, temperature=self.temperature)
+        require(self, "top_p", self.top_p, 0 < self.top_p <= 1, "must be more than 0 and at most 1")
 
 
 @runtime_checkable

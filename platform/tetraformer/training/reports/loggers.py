@@ -12,6 +12,8 @@ from typing import Any, Literal
 import lightning as L
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 
+from tetraformer.errors import above, at_least
+
 log = logging.getLogger(__name__)
 WandbMode = Literal["auto", "online", "offline", "disabled"]
 
@@ -36,6 +38,14 @@ class RunConfig:
     collective_timeout_s: float = 600.0  # a distributed collective waiting longer than this ends the job
     save_every_n_steps: int | None = None  # also write last.ckpt every N optimizer steps (between validations)
     save_every_minutes: float | None = None  # also write last.ckpt once M minutes passed since it was written
+
+    def __post_init__(self) -> None:
+        """Reject counts and times that cannot work: an OptionError names the field."""
+        at_least(self, 0, early_stopping_patience=self.early_stopping_patience)
+        at_least(self, 1, max_tokens=self.max_tokens, save_every_n_steps=self.save_every_n_steps)
+        above(self, 0, collective_timeout_s=self.collective_timeout_s, save_every_minutes=self.save_every_minutes)
+        if not isinstance(self.peak_tflops, str):
+            above(self, 0, peak_tflops=self.peak_tflops)
 
 
 def wandb_mode(requested: WandbMode) -> str:
