@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.lazy_imports import NOT_FOR_GENERATE, loaded_after
 from tests.tasks.language_modeling.silent import SilentLanguageModel
 from tetraformer.cli import main
 from tetraformer.cli.commands import add_generation_flags, generation_options
@@ -73,3 +74,10 @@ def test_unset_flags_keep_the_checkpoint_settings(trained_run: Path, capsys: pyt
     assert module.generation.max_new_tokens == 8
     expected = module.generate(["First"], dataclasses.replace(module.generation, do_sample=False))[0]
     assert printed == "First" + expected + "\n" and 0 < len(expected) <= 8
+
+
+def test_generate_loads_no_data_or_wandb_stack(trained_run: Path) -> None:
+    """A whole `tetraformer generate` on a checkpoint, in a fresh interpreter, loads no `datasets`, W&B or interop."""
+    argv = ["generate", "--ckpt", str(trained_run / "checkpoints" / "last.ckpt"), "--prompt", "First"]
+    code = f"from tetraformer.cli import main\nmain({argv + ['--max-new-tokens', '2']!r})"
+    assert loaded_after(code, NOT_FOR_GENERATE) == []
