@@ -1,5 +1,5 @@
 """`python -m tetraformer.cli ARGS` (torchrun, SLURM and the compare runner launch this)."""
 
-from tetraformer.cli.app import main
+from tetraformer.cli import main
 
 main()

@@ -14,7 +14,6 @@ from lightning.pytorch import Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger
 
-import tetraformer.interop  # noqa: F401  (registers Hugging Face model directories as init_from sources)
 from tetraformer.cli.checkpoint_task import check_resumed_task
 from tetraformer.cli.commands import COMMANDS
 from tetraformer.cli.config_errors import one_line, trainer_config_error, yaml_error
@@ -132,14 +131,15 @@ class TetraformerCLI(LightningCLI):
             kwargs["logger"] = make_loggers(root, run, resumed_wandb_id(resumed, root))
         callbacks = list(trainer_cfg.get("callbacks") or [])
         saving = trainer_cfg.get("enable_checkpointing", True) is not False  # else Lightning refuses checkpointers
-        callbacks += default_callbacks(root, run, training=self.subcommand == "fit", checkpoints=saving)
+        # unless asked, a bar only on a terminal: Lightning's default one redraws and reads the loss every step
+        asked = trainer_cfg.get("enable_progress_bar")
+        bar = kwargs["enable_progress_bar"] = sys.stdout.isatty() if asked is None else bool(asked)
+        training = self.subcommand == "fit"  # without a bar, a fit logs progress lines (--run.progress_every_*)
+        callbacks += default_callbacks(root, run, training=training, checkpoints=saving, progress_bar=bar)
         if self.subcommand == "predict":
             output = self._config_value("predictions") or root / "predictions.jsonl"
             callbacks.append(JsonlPredictionWriter(output))
         kwargs["callbacks"] = callbacks + self.spec_handover()
-        if trainer_cfg.get("enable_progress_bar") is None and not sys.stdout.isatty():
-            # unless asked, a bar only on a terminal: Lightning's default one redraws and reads the loss every step
-            kwargs["enable_progress_bar"] = False
         refusals = (MisconfigurationException, ValueError, TypeError)  # how Lightning refuses its settings
         with told_in_one_line(lambda err: trainer_option_error(err, trainer_cfg), *refusals):
             trainer = super().instantiate_trainer(**kwargs)
@@ -179,6 +179,8 @@ def resumed_wandb_id(ckpt_path: str | None, root: Path) -> str | None:
 
 def run_lightning(argv: list[str]) -> None:
     """Run a LightningCLI subcommand (it parses sys.argv, so the rewritten arguments go there)."""
+    import tetraformer.interop  # noqa: F401  (registers Hugging Face model directories as init_from sources)
+
     if argv and argv[0] == "fit":
         check_resumed_task(argv)  # before LightningCLI's own torch.load of the checkpoint
     sys.argv = ["tetraformer", *evaluation_args(argv)]  # the prog in usage lines, however launched

@@ -7,12 +7,13 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
-
-from datasets import Dataset, Features
-from datasets.exceptions import DatasetGenerationError
+from typing import TYPE_CHECKING, Any
 
 from tetraformer.data.errors import DataError
+
+if TYPE_CHECKING:  # `datasets` loads when data is read: commands that read none (generate) start sooner
+    from datasets import Dataset, Features
+    from datasets.exceptions import DatasetGenerationError
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +28,9 @@ def build_dataset(
     cache_dir: str | Path | None = None,
 ) -> Dataset:
     """Run `generator(paths, **options)` through `Dataset.from_generator`, re-raising its DataErrors."""
+    from datasets import Dataset
+    from datasets.exceptions import DatasetGenerationError
+
     fingerprint = files_fingerprint(generator, paths, options)
     try:
         return Dataset.from_generator(

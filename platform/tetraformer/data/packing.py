@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import torch
-from datasets import Dataset
 from transformers import PreTrainedTokenizerBase
 
 from tetraformer.data.errors import DataError
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +67,8 @@ def pack_token_ids(documents: Iterable[Sequence[int]], block_size: int, eos_id: 
 
 def _text_batches(texts: Dataset | Iterable[str], column: str, batch_size: int) -> Iterator[list[str]]:
     """Lists of up to batch_size strings from a Dataset column or an iterable of strings."""
+    from datasets import Dataset
+
     if isinstance(texts, Dataset):
         if column not in texts.column_names:
             raise DataError(f"dataset has no column {column!r} (columns: {', '.join(texts.column_names)})")

@@ -8,14 +8,15 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-from datasets import Dataset
+from typing import TYPE_CHECKING, Any, Literal
 
 from tetraformer.data.dataset import build_dataset
 from tetraformer.data.errors import DataError, check_choice
 from tetraformer.data.files import FileSpec, resolve_files
 from tetraformer.data.lines import iter_lines
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 RecordFormat = Literal["jsonl", "json", "csv", "tsv"]
 

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import logging
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import torch
-from datasets import Dataset
 
 from tetraformer.data.errors import DataError
 
+if TYPE_CHECKING:
+    from datasets import Dataset
+
 logger = logging.getLogger(__name__)
 
-Splittable = TypeVar("Splittable", Dataset, torch.Tensor, list)
+Splittable = TypeVar("Splittable", "Dataset", torch.Tensor, list)
 
 
 def train_val_split(data: Splittable, val_fraction: float, seed: int = 0) -> tuple[Splittable, Splittable]:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
-
-from datasets import Dataset, Features, Value
+from typing import TYPE_CHECKING, Literal
 
 from tetraformer.data.dataset import build_dataset
 from tetraformer.data.errors import DataError, check_choice
@@ -14,10 +12,11 @@ from tetraformer.data.files import FileSpec, resolve_files
 from tetraformer.data.lines import iter_lines
 from tetraformer.data.records import SUFFIX_FORMATS, iter_records, json_type
 
+if TYPE_CHECKING:
+    from datasets import Dataset
+
 TextFormat = Literal["auto", "text", "jsonl", "json", "csv", "tsv"]
 DocumentMode = Literal["file", "paragraph", "line"]
-
-TEXT_FEATURES = Features({"text": Value("string"), "source": Value("string"), "line": Value("int64")})
 
 
 def read_text(
@@ -30,11 +29,14 @@ def read_text(
     cache_dir: str | Path | None = None,
 ) -> Dataset:
     """Read a text corpus into a Dataset with columns text, source (file path) and line (1-based start)."""
+    from datasets import Features, Value
+
+    features = Features({"text": Value("string"), "source": Value("string"), "line": Value("int64")})
     check_choice("format", format, TextFormat)
     check_choice("documents", documents, DocumentMode)
     paths = [str(p) for p in resolve_files(files, suffixes)]
     options = {"format": format, "field": field, "documents": documents, "encoding": encoding}
-    return build_dataset(_generate_documents, paths, options, TEXT_FEATURES, cache_dir)
+    return build_dataset(_generate_documents, paths, options, features, cache_dir)
 
 
 def iter_documents(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.lazy_imports import NOT_FOR_GENERATE, loaded_after
 from tests.tasks.language_modeling.silent import SilentLanguageModel
 from tetraformer.cli import main
 from tetraformer.cli.commands import add_generation_flags, generation_options
@@ -88,3 +89,10 @@ def test_one_prompt_goes_to_output(trained_run: Path, tmp_path: Path, capsys: py
     assert len(records) == 1 and records[0]["prompt"] == "First" and records[0]["generated"]
     assert from_prompt.read_text(encoding="utf-8") == from_file.read_text(encoding="utf-8")
     assert capsys.readouterr().out == ""
+
+
+def test_generate_loads_no_data_or_wandb_stack(trained_run: Path) -> None:
+    """A whole `tetraformer generate` on a checkpoint, in a fresh interpreter, loads no `datasets`, W&B or interop."""
+    argv = ["generate", "--ckpt", str(trained_run / "checkpoints" / "last.ckpt"), "--prompt", "First"]
+    code = f"from tetraformer.cli import main\nmain({argv + ['--max-new-tokens', '2']!r})"
+    assert loaded_after(code, NOT_FOR_GENERATE) == []

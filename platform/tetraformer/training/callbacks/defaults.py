@@ -1,4 +1,4 @@
-"""Callbacks every task gets: checkpoints, LR monitor, progress bar, throughput, samples table, predictions."""
+"""Callbacks every task gets: checkpoints, LR monitor, progress bar or lines, throughput, samples table, predictions."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from lightning.pytorch.callbacks import (
 from tetraformer.errors import TetraformerError
 from tetraformer.training.base.text_generation import GenerativeTask
 from tetraformer.training.callbacks.numerics import NonFiniteGuard
+from tetraformer.training.callbacks.progress_lines import ProgressLines
 from tetraformer.training.callbacks.throughput import Throughput
 from tetraformer.training.callbacks.unstarted import DiscardUnstartedLogs
 from tetraformer.training.checkpointing.periodic import PeriodicCheckpoint, last_ckpt
@@ -170,7 +171,7 @@ class JsonlPredictionWriter(BasePredictionWriter):
 
 
 def default_callbacks(
-    root_dir: str | Path, run: RunConfig, training: bool = True, checkpoints: bool = True
+    root_dir: str | Path, run: RunConfig, training: bool = True, checkpoints: bool = True, progress_bar: bool = False
 ) -> list[Callback]:
     """Callbacks of a run, in the order their hooks run; the one place that order is stated.
 
@@ -181,8 +182,9 @@ def default_callbacks(
         (RunCheckpoint is built here too but runs last, see 8);
      3. always: LearningRateMonitor, Throughput (counts the run's tokens), TimeBudget, DiscardUnstartedLogs (an
         error before the first batch removes the logs/version_N and offline W&B run Lightning started);
-     4. as configured: TokenBudget (reads Throughput's count, so after it), SamplesTable, EarlyStopping,
-        RichProgressBar (on a terminal);
+     4. as configured: TokenBudget (reads Throughput's count, so after it), SamplesTable, EarlyStopping;
+        with a progress bar (`progress_bar`, cli/app.py decides) RichProgressBar on a terminal, else when training
+        ProgressLines (log lines; reads Throughput's counts, so after it);
      5. when training: RandomState (after what the others draw at train start, such as the peak probe);
      6. `predict`: JsonlPredictionWriter (added by cli/app.py);
      7. Lightning's own when none is given: ModelSummary, TQDMProgressBar, Timer (`--trainer.max_time`); then the
@@ -204,8 +206,11 @@ def default_callbacks(
         callbacks.append(SamplesTable())
     if run.early_stopping_patience is not None:
         callbacks.append(EarlyStopping(run.monitor, patience=run.early_stopping_patience, mode=run.monitor_mode))
-    if sys.stdout.isatty():  # rich bars are noise in logs and CI
+    if progress_bar and sys.stdout.isatty():  # rich bars are noise in logs and CI (Lightning's own bar draws there)
         callbacks.append(RichProgressBar())
+    elif not progress_bar and training and (run.progress_every_n_steps or run.progress_every_s):
+        every = (run.progress_every_n_steps, run.progress_every_s)
+        callbacks.append(ProgressLines(*every, counter=throughput, max_tokens=run.max_tokens))
     if training:  # last: restores the RNG states after what the others draw at train start (a peak probe)
         callbacks.append(RandomState())
     return callbacks

@@ -25,7 +25,8 @@ class Throughput(Callback):
     peak as train/peak_tflops, and the same as W&B summary keys.
 
     `tokens_seen` (all ranks, kept in checkpoints so it counts over resumes) is the run's training tokens. What a
-    token is belongs to the task (`batch_tokens`; a ViT's are [CLS] + patches); samples are rows or images.
+    token is belongs to the task (`batch_tokens`; a ViT's are [CLS] + patches); samples are rows or images, and
+    `samples_seen` counts them (all ranks, this process only: it serves rates, such as ProgressLines').
     """
 
     def __init__(self, peak_tflops: PeakTflops = "auto") -> None:
@@ -36,6 +37,7 @@ class Throughput(Callback):
         self.total = Tally()
         self.fit_start: float | None = None
         self.tokens_seen = 0
+        self.samples_seen = 0
 
     def state_dict(self) -> dict[str, Any]:
         """The run's training tokens so far, saved in checkpoints."""
@@ -81,10 +83,11 @@ class Throughput(Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         """Count this batch; log the interval's rates on the rows Lightning writes (every N steps, the final one)."""
-        tokens = pl_module.batch_tokens(batch) * trainer.world_size
+        tokens, samples = pl_module.batch_tokens(batch) * trainer.world_size, batch_rows(batch) * trainer.world_size
         self.tokens_seen += tokens
+        self.samples_seen += samples
         flops = pl_module.batch_flops(batch, self.costs) * trainer.world_size
-        self.interval.add(tokens, batch_rows(batch) * trainer.world_size, flops)
+        self.interval.add(tokens, samples, flops)
         if logs_this_step(trainer):
             self._log_interval(trainer, pl_module)
 

@@ -38,6 +38,10 @@ class RunConfig:
     collective_timeout_s: float = 600.0  # a distributed collective waiting longer than this ends the job
     save_every_n_steps: int | None = None  # also write last.ckpt every N optimizer steps (between validations)
     save_every_minutes: float | None = None  # also write last.ckpt once M minutes passed since it was written
+    # with no progress bar (output to a file): a log line every N optimizer steps or S seconds, whichever comes
+    # first, and one per validation; 0/null turns either off, both off: no lines
+    progress_every_n_steps: int | None = 100
+    progress_every_s: float | None = 60.0
 
     def __post_init__(self) -> None:
         """Reject counts and times that cannot work: an OptionError names the field."""
@@ -107,7 +111,8 @@ def make_loggers(root_dir: str | Path, run: RunConfig, resume_id: str | None = N
                 resume="allow" if resume_id else None,
             )
         )
-        log.info("W&B logging %s (%s)", mode, root / "wandb")
+        sync = f"; upload later: wandb sync {root / 'wandb'}/offline-run-*" if mode == "offline" else ""
+        log.info("W&B logging %s (%s%s)", mode, root / "wandb", sync)
     return loggers
 
 
