@@ -7,7 +7,7 @@ import random
 from typing import Any, Literal
 
 from tasks.masked_lm.segments import pair_rows, single_rows, tokenize_documents
-from tetraformer.data import load_tokenizer, read_text, resolve_files, train_val_split
+from tetraformer.data import DataError, load_tokenizer, read_text, resolve_files, train_val_split
 from tetraformer.data.masking import MaskingCollator, TokenMasker
 from tetraformer.errors import require
 from tetraformer.training.base.text_datamodule import TextDataModule
@@ -74,7 +74,7 @@ class MaskedLMData(TextDataModule):
             self.datasets["test"] = self._rows(read_text(self.require("test"), **self.read_options), "test")
         if stage == "predict":
             rows = read_text(self.require("predict"), **{**self.read_options, "documents": "line"})
-            self.datasets["predict"] = list(rows["text"])
+            self.datasets["predict"] = fill_mask_texts(list(rows["text"]), self.tokenizer.mask_token, self.predict_path)
 
     def _build_train_val(self, need_train: bool) -> None:
         """Rows of the train documents, and of the val files or a seeded share of the train documents."""
@@ -122,3 +122,22 @@ class MaskedLMData(TextDataModule):
                 "texts": rows,
             }
         return self.collator(rows)
+
+
+MASK_SPELLINGS = ("[MASK]", "<mask>")  # BERT's and RoBERTa's: either is read as the tokenizer's own mask token
+
+
+def fill_mask_texts(texts: list[str], mask_token: str, path: Any) -> list[str]:
+    """The texts to fill in, each common mask spelling written as the tokenizer's; a text without one is an error."""
+    filled = []
+    for number, text in enumerate(texts, start=1):
+        for spelling in MASK_SPELLINGS:
+            text = text.replace(spelling, mask_token)
+        if mask_token not in text:
+            raise DataError(
+                f"text {number} ({text[:60]!r}) has no mask token to fill in: write {mask_token} (or "
+                f"{' or '.join(MASK_SPELLINGS)}) where a word is to be predicted",
+                path,
+            )
+        filled.append(text)
+    return filled

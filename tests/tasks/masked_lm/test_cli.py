@@ -83,10 +83,11 @@ def test_checkpoint_carries_tokenizer_and_test_needs_only_it(trained: tuple[Path
 
 @pytest.mark.learning
 def test_predict_fills_in_the_mask_tokens(trained: tuple[Path, Path], tmp_path: Path) -> None:
-    """`predict` gives, per line, the top-5 candidates of each mask token; the document's word comes first."""
+    """`predict` gives, per line, the top-5 candidates of each mask token (BERT's `[MASK]` read as the tokenizer's
+    `<mask>`); the document's word comes first."""
     run, _ = trained
     texts = tmp_path / "masked.txt"
-    texts.write_text("seven seven <mask> seven .\nnine <mask> nine nine . nine nine <mask> .\n", encoding="utf-8")
+    texts.write_text("seven seven <mask> seven .\nnine [MASK] nine nine . nine nine <mask> .\n", encoding="utf-8")
     main(
         [
             "predict",
@@ -102,10 +103,25 @@ def test_predict_fills_in_the_mask_tokens(trained: tuple[Path, Path], tmp_path: 
     )
     lines = (tmp_path / "predict" / "eval" / "predict-1" / "predictions.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
-    assert [r["text"] for r in records] == texts.read_text().splitlines()
+    assert [r["text"] for r in records] == texts.read_text().replace("[MASK]", "<mask>").splitlines()
     assert [len(r["masks"]) for r in records] == [1, 2]
     assert all(len(candidates) == 5 for r in records for candidates in r["masks"])
     assert [candidates[0]["token"] for r in records for candidates in r["masks"]] == ["seven", "nine", "nine"]
+
+
+def test_predict_text_without_a_mask_is_one_error_line(
+    trained: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fill-mask line with no mask token stops `predict` with one line naming the file and the text."""
+    run, _ = trained
+    texts = tmp_path / "unmasked.txt"
+    texts.write_text("seven seven <mask> seven .\nnine nine nine .\n", encoding="utf-8")
+    args = ["--data.predict_path", str(texts), "--run.wandb", "disabled"]
+    with pytest.raises(SystemExit) as ended:
+        main(["predict", "--ckpt_path", str(run / "checkpoints" / "last.ckpt"), *args])
+    assert ended.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"error: {texts}: text 2 ('nine nine nine .') has no mask token to fill in: write <mask>")
 
 
 def test_export_gives_bert_for_masked_lm_with_our_logits(trained: tuple[Path, Path], tmp_path: Path) -> None:
