@@ -1,4 +1,4 @@
-"""Writing files safely: atomically (a process killed mid-write leaves the previous file whole), or only on change."""
+"""Writing files safely (atomically, or only on change), and where Tetraformer keeps its caches."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+CACHE_ENV = "TETRAFORMER_CACHE_DIR"
 PARTIAL_PREFIX, PARTIAL_SUFFIX = ".partial-", ".tmp"  # the temporary file beside the target
 
 
@@ -53,3 +54,11 @@ def write_text_if_changed(path: Path, text: str) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+
+
+def cache_root() -> Path:
+    """The cache folder: $TETRAFORMER_CACHE_DIR, else $XDG_CACHE_HOME/tetraformer, else ~/.cache/tetraformer."""
+    root = os.environ.get(CACHE_ENV)
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "tetraformer")

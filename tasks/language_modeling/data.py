@@ -1,4 +1,4 @@
-"""LightningDataModule for language modelling: text files -> tokenizer -> packed blocks."""
+"""LightningDataModule for language modelling: text files -> tokenizer -> a token store -> blocks read by offset."""
 
 from __future__ import annotations
 
@@ -6,15 +6,11 @@ import logging
 from typing import Any, Literal
 
 import torch
-from torch.utils.data import Dataset
 
-from tetraformer.data import (
-    load_tokenizer,
-    pack_documents,
-    read_text,
-    resolve_files,
-    train_val_split,
-)
+from tetraformer.data import load_tokenizer, read_text, resolve_files, train_val_split
+from tetraformer.data.corpus_store import corpus_store
+from tetraformer.data.token_blocks import TokenBlocks
+from tetraformer.data.token_store import TokenStore
 from tetraformer.data.tokenizer import TokenizerKind
 from tetraformer.errors import at_least
 from tetraformer.training.base.text_datamodule import TextDataModule
@@ -22,22 +18,13 @@ from tetraformer.training.base.text_datamodule import TextDataModule
 log = logging.getLogger(__name__)
 
 
-class Blocks(Dataset):
-    """Rows of a (N, T + 1) block tensor as {"input_ids": (T + 1,)}."""
-
-    def __init__(self, blocks: torch.Tensor) -> None:
-        self.blocks = blocks
-
-    def __len__(self) -> int:
-        return self.blocks.shape[0]
-
-    def __getitem__(self, index: int) -> torch.Tensor:
-        return self.blocks[index]
-
-
 class LanguageModelingData(TextDataModule):
     """Plain text or JSONL files, packed into blocks with an end-of-document token between documents.
 
+    Each split's files are tokenized once into a token store under `cache_dir` (default
+    $TETRAFORMER_CACHE_DIR/token_stores or ~/.cache/tetraformer/token_stores), reused by later runs, resumes,
+    evaluations and comparison variants; blocks are read from it by offset. Global rank 0 builds the stores in
+    `prepare_data` (`tetraformer prepare -c CONFIG` builds them ahead of a job); the other ranks map the same files.
     The TextDataModule options (paths, text_field, encoding, vocab_size, tokenizer, batch_size, ...) pass
     through `**kwargs`.
     """
@@ -48,6 +35,7 @@ class LanguageModelingData(TextDataModule):
         documents: Literal["file", "paragraph", "line"] = "file",
         block_size: int = 128,
         tokenizer_type: TokenizerKind = "bpe",
+        cache_dir: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(tokenizer_type=tokenizer_type, **kwargs)
@@ -59,45 +47,62 @@ class LanguageModelingData(TextDataModule):
             "documents": documents,
             "encoding": self.encoding,
         }
-        self.block_size = block_size
+        self.block_size, self.cache_dir = block_size, cache_dir
 
     def sequence_length(self) -> tuple[str, int]:
         """The longest sequence a batch holds, and the option that sets it."""
         return "--data.block_size", self.block_size
 
     def prepare_data(self) -> None:
-        """Train the run's tokenizer when none is configured, or retrain it when its settings or data changed.
-
-        Rank 0 only; the settings and training files are recorded beside it (data/run_tokenizer.py).
-        """
+        """Train the run's tokenizer when none is configured (or retrain it when its settings or data changed), then
+        build the token stores the stage reads. Global rank 0 only (data/run_tokenizer.py, data/token_store.py)."""
         if not self.tokenizer_path:
             self.train_run_tokenizer(resolve_files(self.require("train")))
+        fn = self.trainer.state.fn if self.trainer is not None else None
+        tokenizer = self.tokenizer or load_tokenizer(self.tokenizer_dir())
+        for split, path in self.store_paths(str(getattr(fn, "value", fn or "fit"))).items():
+            corpus_store(f"lm-{split}", path, tokenizer, self.read_options, self.cache_dir)
+
+    def store_paths(self, stage: str) -> dict[str, str]:
+        """The splits a stage reads from token stores, and their paths (predict reads prompts, not a store)."""
+        if stage == "fit":
+            return {"train": self.require("train"), **({"val": self.val_path} if self.val_path else {})}
+        if stage == "validate":
+            return {"val": self.val_path} if self.val_path else {"train": self.require("train")}
+        return {"test": self.require("test")} if stage == "test" else {}
+
+    def stores(self, stage: str) -> dict[str, TokenStore]:
+        """The stage's token stores: built here by local rank 0 when missing (a node-local cache, or no
+        prepare_data), mapped by the other ranks once built."""
+        build = self.trainer is None or self.trainer.local_rank == 0
+        return {
+            split: corpus_store(f"lm-{split}", path, self.tokenizer, self.read_options, self.cache_dir, build=build)
+            for split, path in self.store_paths(stage).items()
+        }
 
     def setup(self, stage: str) -> None:
-        """Load the tokenizer and build the splits the stage needs."""
+        """Load the tokenizer and map the splits the stage needs."""
+        stage = str(getattr(stage, "value", stage))
         if self.tokenizer is None:
             self.tokenizer = load_tokenizer(self.tokenizer_dir())
         if stage in ("fit", "validate") and "val" not in self.datasets:
-            self._build_train_val(need_train=stage == "fit")
+            self._train_val(self.stores(stage), need_train=stage == "fit")
         if stage == "test":
-            self.datasets["test"] = Blocks(self._blocks(self.require("test")))
+            self.datasets["test"] = TokenBlocks(self.stores(stage)["test"], self.block_size)
         if stage == "predict":
             rows = read_text(self.require("predict"), **{**self.read_options, "documents": "line"})
             self.datasets["predict"] = list(rows["text"])
 
-    def _build_train_val(self, need_train: bool) -> None:
-        """Blocks of the train files, and of the val files or a seeded share of the train blocks."""
-        if self.val_path:
-            self.datasets["val"] = Blocks(self._blocks(self.val_path))
+    def _train_val(self, stores: dict[str, TokenStore], need_train: bool) -> None:
+        """Blocks of the train store, and of the val store or a seeded share of the train blocks."""
+        if "val" in stores:
+            self.datasets["val"] = TokenBlocks(stores["val"], self.block_size)
             if need_train:
-                self.datasets["train"] = Blocks(self._blocks(self.require("train")))
+                self.datasets["train"] = TokenBlocks(stores["train"], self.block_size)
             return
-        train, val = train_val_split(self._blocks(self.require("train")), self.val_fraction, self.seed)
-        self.datasets["train"], self.datasets["val"] = Blocks(train), Blocks(val)
-
-    def _blocks(self, path: str) -> torch.Tensor:
-        """(N, block_size + 1) token blocks of the documents under a path."""
-        return pack_documents(read_text(path, **self.read_options), self.tokenizer, self.block_size)
+        blocks = TokenBlocks(stores["train"], self.block_size)
+        train, val = train_val_split(torch.arange(len(blocks)), self.val_fraction, self.seed)
+        self.datasets["train"], self.datasets["val"] = blocks.subset(train), blocks.subset(val)
 
     def collate(self, rows: list[Any]) -> dict[str, Any]:
         """Stack blocks; predict batches are lists of prompts."""

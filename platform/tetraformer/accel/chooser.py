@@ -27,6 +27,8 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from tetraformer.files import cache_root
+
 log = logging.getLogger(__name__)
 
 Product = Literal["fwd", "dx", "dw"]  # y = x W^T; grad_x = g W; grad_w = g^T x
@@ -114,10 +116,7 @@ def cpu_model() -> str:
 
 def cache_path() -> Path:
     """The layout cache file: $TETRAFORMER_CACHE_DIR, else $XDG_CACHE_HOME/tetraformer, else ~/.cache/tetraformer."""
-    root = os.environ.get("TETRAFORMER_CACHE_DIR") or Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "tetraformer"
-    )
-    return Path(root) / "matmul_layouts.json"
+    return cache_root() / "matmul_layouts.json"
 
 
 class LayoutChooser:
