@@ -48,6 +48,7 @@ class LanguageModelingData(TextDataModule):
             "encoding": self.encoding,
         }
         self.block_size, self.cache_dir = block_size, cache_dir
+        self._stores: dict[tuple[str, str], TokenStore] = {}  # by split and path, once mapped in this process
 
     def sequence_length(self) -> tuple[str, int]:
         """The longest sequence a batch holds, and the option that sets it."""
@@ -59,9 +60,7 @@ class LanguageModelingData(TextDataModule):
         if not self.tokenizer_path:
             self.train_run_tokenizer(resolve_files(self.require("train")))
         fn = self.trainer.state.fn if self.trainer is not None else None
-        tokenizer = self.tokenizer or load_tokenizer(self.tokenizer_dir())
-        for split, path in self.store_paths(str(getattr(fn, "value", fn or "fit"))).items():
-            corpus_store(f"lm-{split}", path, tokenizer, self.read_options, self.cache_dir)
+        self.stores(str(getattr(fn, "value", fn or "fit")))
 
     def store_paths(self, stage: str) -> dict[str, str]:
         """The splits a stage reads from token stores, and their paths (predict reads prompts, not a store)."""
@@ -74,16 +73,19 @@ class LanguageModelingData(TextDataModule):
     def stores(self, stage: str) -> dict[str, TokenStore]:
         """The stage's token stores: built here by local rank 0 when missing (a node-local cache, or no
         prepare_data), mapped by the other ranks once built."""
+        if self.tokenizer is None:
+            self.tokenizer = load_tokenizer(self.tokenizer_dir())
         build = self.trainer is None or self.trainer.local_rank == 0
-        return {
-            split: corpus_store(f"lm-{split}", path, self.tokenizer, self.read_options, self.cache_dir, build=build)
-            for split, path in self.store_paths(stage).items()
-        }
+        for split, path in self.store_paths(stage).items():
+            if (split, path) not in self._stores:
+                store = corpus_store(f"lm-{split}", path, self.tokenizer, self.read_options, self.cache_dir, build)
+                self._stores[split, path] = store
+        return {split: self._stores[split, path] for split, path in self.store_paths(stage).items()}
 
     def setup(self, stage: str) -> None:
         """Load the tokenizer and map the splits the stage needs."""
         stage = str(getattr(stage, "value", stage))
-        if self.tokenizer is None:
+        if stage == "predict" and self.tokenizer is None:
             self.tokenizer = load_tokenizer(self.tokenizer_dir())
         if stage in ("fit", "validate") and "val" not in self.datasets:
             self._train_val(self.stores(stage), need_train=stage == "fit")

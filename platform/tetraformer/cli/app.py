@@ -58,7 +58,8 @@ Lightning subcommands: fit, validate, test, predict (each takes -c CONFIG and --
 Other commands: `tetraformer generate --ckpt PATH --prompt TEXT`, `tetraformer tokenizer train ...`,
 `tetraformer convert from-hf SRC_DIR OUT_CKPT | to-hf CKPT OUT_DIR`,
 `tetraformer attention --ckpt PATH (--image FILE | --text TEXT)`,
-`tetraformer compare -c COMPARISON.yaml [--budget.max_steps N] [--seeds N] [--out DIR]` (run each with --help)."""
+`tetraformer compare -c COMPARISON.yaml [--budget.max_steps N] [--seeds N] [--out DIR]`,
+`tetraformer prepare -c CONFIG` (builds the tokenizer and token stores a fit reads) (run each with --help)."""
 
 
 class LogConfigCallback(SaveConfigCallback):
@@ -94,7 +95,7 @@ class TetraformerCLI(LightningCLI):
     def _parse_ckpt_path(self) -> None:  # LightningCLI has no public hook for its ckpt_path hyper-parameter pass
         """Evaluation stages took the checkpoint's hyper-parameters as defaults already (eval_runs), so what the user
         set stays; Lightning's own pass would lay them over the user's flags. `fit --ckpt_path` keeps Lightning's."""
-        if self.config.get("subcommand") not in EVAL_STAGES:
+        if self.config.get("subcommand") not in (None, *EVAL_STAGES):  # None: `prepare` (no checkpoint)
             with trusted_objects_allowed(self.config[self.config.subcommand].get("ckpt_path")):
                 super()._parse_ckpt_path()
 
@@ -184,9 +185,19 @@ def run_lightning(argv: list[str]) -> None:
     if argv and argv[0] == "fit":
         check_resumed_task(argv)  # before LightningCLI's own torch.load of the checkpoint
     sys.argv = ["tetraformer", *evaluation_args(argv)]  # the prog in usage lines, however launched
+    command = f"tetraformer {argv[0]}" if argv and argv[0] in SUBCOMMANDS else "tetraformer"
+    cli = build_cli(argv, command)
+    if cli.subcommand in EVAL_STAGES:
+        report_outputs(cli.trainer)
+    finish_wandb(cli.trainer)
+
+
+def build_cli(argv: list[str], command: str, **options: Any) -> TetraformerCLI:
+    """Parse the command line (sys.argv, or `args` in `options`), build the config's classes and run the subcommand
+    (unless `run=False`); a parse error is one ConfigError line pointing to `command --help`."""
     quiet = {"exit_on_error": False}  # parse errors come back as exceptions, told in one line by main
     try:
-        cli = TetraformerCLI(
+        return TetraformerCLI(
             TaskModule,
             TaskDataModule,
             subclass_mode_model=True,
@@ -195,18 +206,15 @@ def run_lightning(argv: list[str]) -> None:
             save_config_kwargs={"overwrite": True, "save_to_log_dir": False},
             auto_configure_optimizers=False,
             parser_kwargs={"description": DESCRIPTION, **quiet, **{s: quiet for s in SUBCOMMANDS}},
+            **options,
         )
     except ArgumentError as err:
-        command = f"tetraformer {argv[0]}" if argv and argv[0] in SUBCOMMANDS else "tetraformer"
         raise yaml_error(str(err), argv) or ConfigError(f"{one_line(str(err))} (see {command} --help)") from None
     except ValueError as err:  # Lightning's check of trainer settings against the data
         config_error = trainer_config_error(err)
         if config_error is None:
             raise
         raise config_error from err
-    if cli.subcommand in EVAL_STAGES:
-        report_outputs(cli.trainer)
-    finish_wandb(cli.trainer)
 
 
 def report_outputs(trainer: Trainer) -> None:

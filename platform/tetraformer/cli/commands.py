@@ -1,4 +1,5 @@
-"""Commands beside the Lightning subcommands: `generate`, `tokenizer train`, `convert`, `attention`, `compare`."""
+"""Commands beside the Lightning subcommands: `generate`, `tokenizer train`, `convert`, `attention`, `compare`,
+`prepare`."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tetraformer.cli.option_errors import output_file
 from tetraformer.cli.parser import CommandParser
+from tetraformer.cli.prepare import prepare_command
 from tetraformer.cli.task_loading import load_generative_task
 from tetraformer.errors import ConfigError, OptionError
 from tetraformer.safe_loading import add_trust_flag
@@ -263,4 +265,5 @@ COMMANDS: dict[str, Callable[[list[str]], None]] = {
     "convert": convert_command,
     "attention": attention_command,
     "compare": compare_command,
+    "prepare": prepare_command,
 }

@@ -16,6 +16,7 @@ from tetraformer.data.errors import DataError
 from tetraformer.data.labels import LabelVocabulary
 from tetraformer.data.spec import DataSpec
 from tetraformer.data.splits import train_val_split
+from tetraformer.data.token_store import TokenStore
 from tetraformer.data.tokenizer import load_tokenizer
 from tetraformer.errors import ConfigError, at_least, require
 from tetraformer.training.checkpointing.loading import source_tokenizer
@@ -105,6 +106,10 @@ class TaskDataModule(L.LightningDataModule):
         if tokenizer is None:
             raise DataError(f"{self.init_from} stores no tokenizer: set --data.tokenizer")
         return tokenizer
+
+    def stores(self, stage: str) -> dict[str, TokenStore]:
+        """The token stores a stage reads, by split, built when missing (`tetraformer prepare`); none by default."""
+        return {}
 
     def run_dir(self) -> Path:
         """The run's output directory (the Trainer's default_root_dir)."""
