@@ -94,8 +94,7 @@ TEXT_CLASSIFICATION = [
     row("--model.arch.position", "bogus", "'bogus' is not one of", "rotary", "alibi"),
     row("--model.arch.activation", "bogus", "swiglu"),
     # --- the optimizer -----------------------------------------------------------------------------------------
-    row("--model.optim.lr", "0", "more than 0"),
-    row("--model.optim.lr", "-1", "more than 0"),
+    row("--model.optim.lr", "-1", "0 or more"),
     row("--model.optim.lr", "fast", "not a valid float"),
     row("--model.optim.eps", "0", "more than 0"),
     row("--model.optim.weight_decay", "-1", "0 or more"),

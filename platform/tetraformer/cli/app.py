@@ -178,13 +178,20 @@ def resumed_wandb_id(ckpt_path: str | None, root: Path) -> str | None:
     return read_checkpoint(path)[PAYLOAD_KEY].get("wandb_run_id")
 
 
+def launcher_path() -> str:
+    """sys.argv[0] for LightningCLI: the console script's own path, which Lightning's DDP launcher runs again for
+    each further rank (`python -m` is run again by module name), else `tetraformer`, the prog in usage lines."""
+    current = Path(sys.argv[0]) if sys.argv else Path()
+    return str(current) if current.name == "tetraformer" and current.is_file() else "tetraformer"
+
+
 def run_lightning(argv: list[str]) -> None:
     """Run a LightningCLI subcommand (it parses sys.argv, so the rewritten arguments go there)."""
     import tetraformer.interop  # noqa: F401  (registers Hugging Face model directories as init_from sources)
 
     if argv and argv[0] == "fit":
         check_resumed_task(argv)  # before LightningCLI's own torch.load of the checkpoint
-    sys.argv = ["tetraformer", *evaluation_args(argv)]  # the prog in usage lines, however launched
+    sys.argv = [launcher_path(), *evaluation_args(argv)]
     command = f"tetraformer {argv[0]}" if argv and argv[0] in SUBCOMMANDS else "tetraformer"
     cli = build_cli(argv, command)
     if cli.subcommand in EVAL_STAGES:

@@ -17,6 +17,7 @@ from typing import Any
 from jsonargparse import Namespace
 from lightning.pytorch import Trainer
 
+from tetraformer.cli.config_errors import trainer_config_error
 from tetraformer.errors import ConfigError, OptionError, TetraformerError
 
 TRAINER_DEFAULTS = {
@@ -95,7 +96,11 @@ def check_trainer_ranges(trainer: dict[str, Any]) -> None:
 
 def trainer_option_error(err: Exception, trainer: dict[str, Any]) -> ConfigError | None:
     """Lightning's refusal of a Trainer setting as one line naming the option: the first option set away from its
-    default that the message names (else whose string value it quotes); None when it names none of them."""
+    default that the message names (else whose string value it quotes); None when it names none of them. The
+    refusals config_errors words with their remedy (FSDP on a CPU, a validation interval beyond an epoch) first."""
+    specific = trainer_config_error(err) if isinstance(err, ValueError) else None
+    if specific is not None:
+        return specific
     message = " ".join(str(err).replace("`", "").split())
     chosen = {name: value for name, value in trainer.items() if TRAINER_DEFAULTS.get(name, value) != value}
     named = []

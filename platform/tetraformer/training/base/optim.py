@@ -30,8 +30,8 @@ class OptimizerConfig:
 
     def __post_init__(self) -> None:
         """Reject rates and shapes AdamW or the schedule cannot use: an OptionError names the field."""
-        above(self, 0, lr=self.lr, eps=self.eps)
-        at_least(self, 0, weight_decay=self.weight_decay, warmup_steps=self.warmup_steps)
+        above(self, 0, eps=self.eps)  # lr 0 is allowed: a run that must not move the weights (tests, a frozen probe)
+        at_least(self, 0, lr=self.lr, weight_decay=self.weight_decay, warmup_steps=self.warmup_steps)
         within(self, 0, 1, min_lr_ratio=self.min_lr_ratio)
         betas_ok = len(self.betas) == 2 and all(0 <= beta < 1 for beta in self.betas)
         require(self, "betas", self.betas, betas_ok, "must be two numbers, each 0 or more and less than 1")
