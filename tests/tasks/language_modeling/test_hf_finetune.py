@@ -43,7 +43,8 @@ def hf_validation_loss(model_dir: Path, text_file: Path) -> float:
     """transformers' own mean next-token loss over the blocks the datamodule builds for validation."""
     data = LanguageModelingData(val_path=str(text_file), tokenizer=str(model_dir), block_size=16, documents="line")
     data.setup("validate")
-    blocks = data.datasets["val"].blocks
+    val = data.datasets["val"]
+    blocks = torch.stack([val[i] for i in range(len(val))])
     model = GPT2LMHeadModel.from_pretrained(model_dir).eval()
     with torch.no_grad():
         logits = model(input_ids=blocks[:, :-1]).logits
