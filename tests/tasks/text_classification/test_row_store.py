@@ -1,0 +1,161 @@
+"""The row store behind the datamodule: a second setup tokenizes nothing, another tokenizer rebuilds (logged), and
+batches are what tokenizing the records directly gives, whichever vocabulary encodes the labels."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tasks.text_classification import data as data_module
+from tasks.text_classification.data import TextClassificationData
+from tests.tasks.text_classification.conftest import labelled_rows, write_csv
+from tetraformer.data import DataError, LabelVocabulary, load_tokenizer, train_tokenizer
+from tetraformer.data.spec import DataSpec
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    """Train and test CSVs of the keyword fixture, and a WordPiece tokenizer of the training text."""
+    found = {"train": write_csv(tmp_path / "train.csv", labelled_rows(50, 0))}
+    found["test"] = write_csv(tmp_path / "test.csv", labelled_rows(12, 1))
+    train_tokenizer([found["train"]], "wordpiece", 100, tmp_path / "tok")
+    found["tokenizer"] = tmp_path / "tok"
+    return found
+
+
+def datamodule(files: dict[str, Path], cache: Path, **options: Any) -> TextClassificationData:
+    """A datamodule on the fixture files with its stores under `cache`."""
+    paths = {"train_path": str(files["train"]), "test_path": str(files["test"]), "predict_path": str(files["test"])}
+    options = {"tokenizer": str(files["tokenizer"]), "batch_size": 8, "max_length": 12, **paths, **options}
+    return TextClassificationData(cache_dir=str(cache), **options)
+
+
+def batches(data: TextClassificationData, *stages: str) -> dict[str, list[dict]]:
+    """Every batch of every split the stages set up (training ones in their shuffled order)."""
+    for stage in stages:
+        data.setup(stage)
+    loaders: dict[str, Callable[[], Any]] = {
+        "train": data.train_dataloader,
+        "val": data.val_dataloader,
+        "test": data.test_dataloader,
+        "predict": data.predict_dataloader,
+    }
+    return {split: list(loaders[split]()) for split in data.datasets}
+
+
+def test_a_second_setup_reuses_the_stores_and_tokenizes_nothing(
+    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = batches(datamodule(files, tmp_path / "cache"), "fit", "test", "predict")
+    stores = sorted(p for p in (tmp_path / "cache").iterdir())
+    names = [f"text_classification-{split}" for split in ("predict", "test", "train")]
+    assert [p.name.rsplit("-", 1)[0] for p in stores] == names
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*")}
+    calls = []
+    tokenizer = load_tokenizer(files["tokenizer"])
+    monkeypatch.setattr(type(tokenizer), "__call__", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(data_module, "tokenize_rows", _refuse)
+    with caplog.at_level(logging.INFO):
+        second = batches(datamodule(files, tmp_path / "cache"), "fit", "test", "predict")
+    assert calls == [] and caplog.text.count("reusing the row store") == 3
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*")} == stamps
+    _assert_same(first, second)
+
+
+def test_another_tokenizer_or_max_length_rebuilds_and_says_why(
+    files: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    datamodule(files, tmp_path / "cache").setup("fit")
+    train_tokenizer([files["test"]], "wordpiece", 80, tmp_path / "other")
+    with caplog.at_level(logging.INFO):
+        datamodule(files, tmp_path / "cache", tokenizer=str(tmp_path / "other")).setup("fit")
+        datamodule(files, tmp_path / "cache", max_length=16).setup("fit")
+    built = [r.getMessage() for r in caplog.records if r.getMessage().startswith("building the row store")]
+    assert len(built) == 2 and "tokenizer changed since text_classification-train-" in built[0]
+    assert "max_length changed since" in built[1]
+
+
+def test_batches_are_the_direct_tokenization_of_the_records(
+    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    buckets = []
+    monkeypatch.setattr(data_module, "LengthBuckets", lambda lengths, *args: buckets.append(lengths))
+    data = datamodule(files, tmp_path / "cache", bucket=True, num_proc=2)
+    data.setup("fit")
+    data.setup("test")
+    rows = labelled_rows(12, 1)
+    tokenizer = load_tokenizer(files["tokenizer"])
+    encoded = tokenizer([r["text"] for r in rows], truncation=True, max_length=12)
+    names = sorted({r["label"] for r in labelled_rows(50, 0)})
+    batch = data.collate(list(data.datasets["test"]))
+    expected = data.collate([{"input_ids": ids, "token_type_ids": [0] * len(ids)} for ids in encoded["input_ids"]])
+    assert torch.equal(batch["input_ids"], expected["input_ids"])
+    assert torch.equal(batch["attention_mask"], expected["attention_mask"])
+    train = data.datasets["train"]
+    assert batch["labels"].tolist() == [names.index(r["label"]) for r in rows]
+    data.train_dataloader()
+    assert buckets == [[len(r["input_ids"]) for r in train]]  # bucket lengths read from the store's column
+
+
+def test_a_checkpoints_vocabulary_wins_and_an_unknown_label_names_its_row(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    data = datamodule(files, tmp_path / "cache")
+    data.setup("fit")  # the store is built with the training vocabulary in use
+    theirs = LabelVocabulary(["sport", "money", "food"])
+    evaluated = datamodule(files, tmp_path / "cache")
+    evaluated.use_spec(DataSpec(labels=theirs))
+    evaluated.setup("test")
+    rows = labelled_rows(12, 1)
+    assert evaluated.collate(list(evaluated.datasets["test"]))["labels"].tolist() == [
+        theirs.names.index(r["label"]) for r in rows
+    ]
+    narrow = datamodule(files, tmp_path / "cache")
+    narrow.use_spec(DataSpec(labels=LabelVocabulary(["sport"])))
+    first_other = next(i for i, r in enumerate(rows) if r["label"] != "sport")
+    with pytest.raises(DataError, match=rf"test\.csv:{first_other + 2}: unknown label '{rows[first_other]['label']}'"):
+        narrow.setup("test")
+
+
+def _assert_same(first: dict[str, list[dict]], second: dict[str, list[dict]]) -> None:
+    """The same splits, batches, keys and values."""
+    assert list(first) == list(second)
+    for split in first:
+        assert len(first[split]) == len(second[split])
+        for a, b in zip(first[split], second[split], strict=True):
+            assert list(a) == list(b)
+            for key in a:
+                same = torch.equal(a[key], b[key]) if isinstance(a[key], torch.Tensor) else a[key] == b[key]
+                assert same, (split, key)
+
+
+def _refuse(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("tokenized again instead of reusing the store")
+
+
+def test_prepare_builds_the_stores_that_fit_and_validate_reuse(
+    run_cli: Callable[..., Path],
+    splits: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    options: dict[str, Any] = {
+        "train_path": str(splits["train"]),
+        "val_path": str(splits["val"]),
+        "cache_dir": str(tmp_path / "s"),
+    }
+    run_cli("prepare", **options)
+    stores = sorted(p for p in (tmp_path / "s").iterdir() if not p.name.startswith("."))
+    assert [p.name.rsplit("-", 1)[0] for p in stores] == ["text_classification-train", "text_classification-val"]
+    printed = capsys.readouterr().out
+    assert f"train: {stores[0]} (" in printed and "240 rows)" in printed
+    monkeypatch.setattr(data_module, "tokenize_rows", _refuse)  # neither the fit nor the validation tokenizes
+    run = run_cli("fit", "--trainer.max_steps", "2", **options)
+    run_cli("validate", "--ckpt_path", str(run / "checkpoints" / "last.ckpt"), **options)
+    assert sorted(p for p in (tmp_path / "s").iterdir() if not p.name.startswith(".")) == stores
