@@ -73,10 +73,10 @@ class LabelIds:
         found = self.table[self.codes[entry]]
         return found.clone() if isinstance(found, torch.Tensor) else found
 
-    def ids(self, entries: np.ndarray) -> np.ndarray:
-        """Single-label ids of these entries as an int64 array."""
+    def ids(self) -> np.ndarray:
+        """Every entry's single-label id as an int64 array (-1 where the value was not encoded)."""
         lookup = np.asarray([-1 if v is None else v for v in self.table], dtype=np.int64)
-        return lookup[self.codes[entries]]
+        return lookup[self.codes]
 
     def counts(self, entries: np.ndarray, n_labels: int) -> list[int]:
         """How many of these entries carry each label id (multi-hot rows count once per label)."""

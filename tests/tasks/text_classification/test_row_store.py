@@ -13,6 +13,7 @@ import torch
 
 from tasks.text_classification import data as data_module
 from tasks.text_classification.data import TextClassificationData
+from tests.tasks.stored_rows import all_batches, assert_same_batches, refuse, stamps, store_names
 from tests.tasks.text_classification.conftest import labelled_rows, write_csv
 from tetraformer.data import DataError, LabelVocabulary, load_tokenizer, train_tokenizer
 from tetraformer.data.spec import DataSpec
@@ -35,36 +36,22 @@ def datamodule(files: dict[str, Path], cache: Path, **options: Any) -> TextClass
     return TextClassificationData(cache_dir=str(cache), **options)
 
 
-def batches(data: TextClassificationData, *stages: str) -> dict[str, list[dict]]:
-    """Every batch of every split the stages set up (training ones in their shuffled order)."""
-    for stage in stages:
-        data.setup(stage)
-    loaders: dict[str, Callable[[], Any]] = {
-        "train": data.train_dataloader,
-        "val": data.val_dataloader,
-        "test": data.test_dataloader,
-        "predict": data.predict_dataloader,
-    }
-    return {split: list(loaders[split]()) for split in data.datasets}
-
-
 def test_a_second_setup_reuses_the_stores_and_tokenizes_nothing(
     files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    first = batches(datamodule(files, tmp_path / "cache"), "fit", "test", "predict")
-    stores = sorted(p for p in (tmp_path / "cache").iterdir())
+    first = all_batches(datamodule(files, tmp_path / "cache"), "fit", "test", "predict")
     names = [f"text_classification-{split}" for split in ("predict", "test", "train")]
-    assert [p.name.rsplit("-", 1)[0] for p in stores] == names
-    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*")}
+    assert store_names(tmp_path / "cache") == names
+    built = stamps(tmp_path / "cache")
     calls = []
     tokenizer = load_tokenizer(files["tokenizer"])
     monkeypatch.setattr(type(tokenizer), "__call__", lambda *a, **k: calls.append(a))
-    monkeypatch.setattr(data_module, "tokenize_rows", _refuse)
+    monkeypatch.setattr(data_module, "tokenize_rows", refuse)
     with caplog.at_level(logging.INFO):
-        second = batches(datamodule(files, tmp_path / "cache"), "fit", "test", "predict")
+        second = all_batches(datamodule(files, tmp_path / "cache"), "fit", "test", "predict")
     assert calls == [] and caplog.text.count("reusing the row store") == 3
-    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*")} == stamps
-    _assert_same(first, second)
+    assert stamps(tmp_path / "cache") == built
+    assert_same_batches(first, second)
 
 
 def test_another_tokenizer_or_max_length_rebuilds_and_says_why(
@@ -122,22 +109,6 @@ def test_a_checkpoints_vocabulary_wins_and_an_unknown_label_names_its_row(
         narrow.setup("test")
 
 
-def _assert_same(first: dict[str, list[dict]], second: dict[str, list[dict]]) -> None:
-    """The same splits, batches, keys and values."""
-    assert list(first) == list(second)
-    for split in first:
-        assert len(first[split]) == len(second[split])
-        for a, b in zip(first[split], second[split], strict=True):
-            assert list(a) == list(b)
-            for key in a:
-                same = torch.equal(a[key], b[key]) if isinstance(a[key], torch.Tensor) else a[key] == b[key]
-                assert same, (split, key)
-
-
-def _refuse(*args: Any, **kwargs: Any) -> Any:
-    raise AssertionError("tokenized again instead of reusing the store")
-
-
 def test_prepare_builds_the_stores_that_fit_and_validate_reuse(
     run_cli: Callable[..., Path],
     splits: dict[str, Path],
@@ -152,10 +123,10 @@ def test_prepare_builds_the_stores_that_fit_and_validate_reuse(
     }
     run_cli("prepare", **options)
     stores = sorted(p for p in (tmp_path / "s").iterdir() if not p.name.startswith("."))
-    assert [p.name.rsplit("-", 1)[0] for p in stores] == ["text_classification-train", "text_classification-val"]
+    assert store_names(tmp_path / "s") == ["text_classification-train", "text_classification-val"]
     printed = capsys.readouterr().out
     assert f"train: {stores[0]} (" in printed and "240 rows)" in printed
-    monkeypatch.setattr(data_module, "tokenize_rows", _refuse)  # neither the fit nor the validation tokenizes
+    monkeypatch.setattr(data_module, "tokenize_rows", refuse)  # neither the fit nor the validation tokenizes
     run = run_cli("fit", "--trainer.max_steps", "2", **options)
     run_cli("validate", "--ckpt_path", str(run / "checkpoints" / "last.ckpt"), **options)
     assert sorted(p for p in (tmp_path / "s").iterdir() if not p.name.startswith(".")) == stores

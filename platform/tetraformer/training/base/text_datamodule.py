@@ -4,7 +4,7 @@ row stores (data/row_store.py) their tokenized rows are kept in."""
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -80,8 +80,11 @@ class TextDataModule(TaskDataModule):
         fn = self.trainer.state.fn if self.trainer is not None else None
         self.stores(str(getattr(fn, "value", fn or "fit")))
 
-    def read_stored_splits(self, stage: str, view: Callable[[str, str, RowStore], Any]) -> None:
-        """`read_splits` over the stage's row stores: `view(split, path, store)` gives the rows of a split."""
+    def read_stored_splits(
+        self, stage: str, view: Callable[[str, str, RowStore], Any], into: MutableMapping[str, Any] | None = None
+    ) -> None:
+        """`read_splits` over the stage's row stores into `into` (the datasets by default): `view(split, path,
+        store)` gives the rows of a split."""
         stores = self.stores(stage)
         splits = {(path, split == "predict"): split for split, path in self.split_paths(stage).items()}
 
@@ -89,7 +92,7 @@ class TextDataModule(TaskDataModule):
             split = splits[path, predict]
             return view(split, path, stores[split])
 
-        self.read_splits(stage, self.datasets, read)
+        self.read_splits(stage, self.datasets if into is None else into, read)
 
     def split_store(self, split: str, path: str) -> RowStore:
         """The row store of one split's files (opened once per process)."""
