@@ -81,11 +81,11 @@ class TextClassificationData(LabelledData, TextDataModule):
             "predict": split == "predict",
         }
 
-    def build_rows(self, split: str, files: list[Path], scratch: Path) -> Tables:
+    def build_rows(self, split: str, path: str, scratch: Path) -> Tables:
         """The records of a split's files, tokenized (ClassificationRows) into the `rows` table."""
         predict = split == "predict"
         fields = [self.text_field] + ([self.pair_field] if self.pair_field else [])
-        records = read_records(files, self.format, () if predict else (*fields, self.label_field), self.encoding)
+        records = read_records(path, self.format, () if predict else (*fields, self.label_field), self.encoding)
         encode = ClassificationRows(
             self.tokenizer,
             self.text_field,

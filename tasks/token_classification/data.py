@@ -15,7 +15,6 @@ from tasks.token_classification.windows import SentenceFields, SentenceWindows, 
 from tetraformer.data import DataError, LabelVocabulary
 from tetraformer.data.collate import IGNORE_INDEX, PaddingCollator
 from tetraformer.data.conll import SentenceFormat, TaggedSentence, WordSplit, join_words, read_sentences
-from tetraformer.data.files import FileSpec
 from tetraformer.data.label_columns import LabelColumn
 from tetraformer.data.row_store import ROWS, RowStore, Tables, tokenize_rows
 from tetraformer.data.spec import DataSpec
@@ -106,12 +105,12 @@ class TokenClassificationData(LabelledData, TextDataModule):
             "labelled": split != "predict",
         }
 
-    def build_rows(self, split: str, files: list[Path], scratch: Path) -> Tables:
+    def build_rows(self, split: str, path: str, scratch: Path) -> Tables:
         """The sentences of a split's files (`sentences`) and their windows (`rows`, SentenceWindows)."""
         from datasets import Dataset
 
         labelled = split != "predict"
-        sentences = self.read(files, labelled)
+        sentences = self.read(path, labelled)
         numbered = Dataset.from_dict({"tokens": [s.tokens for s in sentences], "sentence": range(len(sentences))})
         encode = SentenceWindows(self.tokenizer, self.max_length, self.stride, self.label_all_subwords, labelled)
         windows = tokenize_rows(numbered, encode, scratch, self.num_proc, f"tokenizing {split} sentences")
@@ -138,7 +137,7 @@ class TokenClassificationData(LabelledData, TextDataModule):
         sentences.memo["windows"] = windows
         return sentences
 
-    def read(self, path: FileSpec, labelled: bool = True) -> list[TaggedSentence]:
+    def read(self, path: str, labelled: bool = True) -> list[TaggedSentence]:
         """The sentences of a file (or files), tags checked against the scheme and made canonical."""
         check = (lambda tag: tag_problem(tag, self.tag_scheme)) if labelled else None  # to predict, tags are unused
         sentences = read_sentences(

@@ -25,8 +25,9 @@ RowHook = Callable[[Row, int, int], None]  # (row, its index in the store table,
 class StoreRows(TorchDataset):
     """The rows of `table` at `indices` (all, in order, by default), each with `hooks` applied in order.
 
-    Columns named in `json_columns` hold JSON text (records to predict) and are read back as Python values.
-    `memo` is shared by every view of the same table: what is computed once per table (a coded label column).
+    Rows carry `columns` (all the table's by default), in that order; those named in `json_columns` hold JSON
+    text (records to predict) and are read back as Python values. `memo` is shared by every view of the same
+    table: what is computed once per table (a coded label column).
     """
 
     def __init__(
@@ -36,11 +37,14 @@ class StoreRows(TorchDataset):
         hooks: Mapping[str, RowHook] | None = None,
         json_columns: Sequence[str] = (),
         memo: dict[str, Any] | None = None,
+        columns: Sequence[str] | None = None,
     ) -> None:
         self.table = table
         self.indices = np.arange(len(table)) if indices is None else np.asarray(indices, dtype=np.int64)
         self.hooks, self.json_columns = dict(hooks or {}), tuple(json_columns)
         self.memo = {} if memo is None else memo
+        self.columns = list(table.column_names if columns is None else columns)
+        self._read = table if columns is None else table.select_columns(self.columns)
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -51,8 +55,9 @@ class StoreRows(TorchDataset):
     def __getitems__(self, positions: Sequence[int]) -> list[Row]:
         """The rows at these positions, read in one gather."""
         index = self.indices[np.asarray(positions, dtype=np.int64)]
-        columns = self.table[index.tolist()]
-        rows = [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+        read = self._read[index.tolist()]
+        values = zip(*(read[name] for name in self.columns), strict=True)
+        rows = [dict(zip(self.columns, row, strict=True)) for row in values]
         for row, stored, position in zip(rows, index.tolist(), positions, strict=True):
             for name in self.json_columns:
                 row[name] = json.loads(row[name])
@@ -66,13 +71,16 @@ class StoreRows(TorchDataset):
 
     def select(self, positions: Sequence[int] | np.ndarray) -> StoreRows:
         """The rows at these positions (train_val_split's subsets), with the same hooks."""
-        indices = self.indices[np.asarray(positions, dtype=np.int64)]
-        return StoreRows(self.table, indices, self.hooks, self.json_columns, self.memo)
+        return self._view(self.indices[np.asarray(positions, dtype=np.int64)], self.hooks)
 
     def with_hook(self, name: str, hook: RowHook | None) -> StoreRows:
         """The same rows with hook `name` set (replaced when there is one; removed when None)."""
         hooks = {k: v for k, v in self.hooks.items() if k != name} | ({name: hook} if hook is not None else {})
-        return StoreRows(self.table, self.indices, hooks, self.json_columns, self.memo)
+        return self._view(self.indices, hooks)
+
+    def _view(self, indices: np.ndarray, hooks: Mapping[str, RowHook]) -> StoreRows:
+        """Other rows or hooks of the same table, columns and memo."""
+        return StoreRows(self.table, indices, hooks, self.json_columns, self.memo, self.columns)
 
     def column(self, name: str) -> np.ndarray:
         """A scalar column's values of these rows, as a numpy array (read from Arrow without building rows)."""

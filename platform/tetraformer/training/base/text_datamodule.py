@@ -105,22 +105,22 @@ class TextDataModule(TaskDataModule):
                 files,
                 self.tokenizer,
                 options,
-                lambda scratch: self.build_rows(split, files, scratch),
+                lambda scratch: self.build_rows(split, path, scratch),
                 self.cache_dir,
                 build_here,
             )
         return self._row_stores[split, path]
 
     def store_files(self, split: str, path: str) -> list[Path]:
-        """The files a split's store is built from (its path's files; a task may add others)."""
+        """The files a split's store is built from, whose identities key it (its path's files by default)."""
         return resolve_files(path)
 
     def row_options(self, split: str) -> dict[str, Any]:
         """Every option that changes a split's rows (the store's key besides files and tokenizer)."""
         raise NotImplementedError
 
-    def build_rows(self, split: str, files: list[Path], scratch: Path) -> Tables:
-        """Read and tokenize a split's files into the store's tables (`tokenize_rows` writes under `scratch`)."""
+    def build_rows(self, split: str, path: str, scratch: Path) -> Tables:
+        """Read and tokenize a split's path into the store's tables (`tokenize_rows` writes under `scratch`)."""
         raise NotImplementedError
 
 
