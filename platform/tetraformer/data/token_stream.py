@@ -34,7 +34,16 @@ BATCH_TEXTS = 1000  # ... and at most this many texts
 
 
 def batch_encoder(tokenizer: Any) -> Encode:
-    """Encode a list of texts without special tokens (a fast tokenizer encodes a batch on all cores)."""
+    """Encode a list of texts without special tokens (a fast tokenizer encodes a batch on all cores): through the
+    `tokenizers` backend's `encode_batch_fast` where there is one (no offsets, no BatchEncoding: about twice as fast
+    as the transformers call on the same batch), else the tokenizer's own call."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and hasattr(backend, "encode_batch_fast"):
+
+        def encode_fast(texts: list[str]) -> list[list[int]]:
+            return [encoding.ids for encoding in backend.encode_batch_fast(texts, add_special_tokens=False)]
+
+        return encode_fast
 
     def encode(texts: list[str]) -> list[list[int]]:
         encoded = tokenizer(texts, add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False)
