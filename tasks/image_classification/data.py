@@ -37,6 +37,7 @@ class ImageClassificationData(LabelledData, TaskDataModule):
         format: SourceFormat | None = None,  # noqa: A002 - None: from the path
         path_field: str = "path",
         label_field: str = "label",
+        image_field: str = "image",
         channels: Literal[1, 3] = 3,
         image_size: int | None = None,
         labels: list[str] | None = None,
@@ -62,6 +63,7 @@ class ImageClassificationData(LabelledData, TaskDataModule):
         require(self, "std", std, (mean is None) == (std is None), "goes with mean: give both or neither")
         self.save_hyperparameters()
         self.format, self.path_field, self.label_field = format, path_field, label_field
+        self.image_field = image_field
         self.channels, self.requested_size, self.fixed_labels = channels, image_size, labels
         self.model_image_size = model_image_size
         self.given_mean, self.given_std = mean, std
@@ -91,6 +93,7 @@ class ImageClassificationData(LabelledData, TaskDataModule):
             self.path_field,
             self.label_field,
             self.format,
+            self.image_field,
         )
 
     # --- splits ------------------------------------------------------------------------------------------
@@ -106,9 +109,10 @@ class ImageClassificationData(LabelledData, TaskDataModule):
         return read_source(path, self.reading(), labelled=not predict)
 
     def training_vocabulary(self) -> LabelVocabulary:
-        """`--data.labels` in their order, else the sorted labels of the training split."""
-        if self.fixed_labels:
-            return LabelVocabulary(self.fixed_labels)
+        """`--data.labels` in their order, else a ClassLabel column's names, else the training split's, sorted."""
+        names = self.fixed_labels or self.source_label_names(self.label_field)
+        if names:
+            return LabelVocabulary(names)
         train = self.datasets["train"]
         return LabelVocabulary.from_data(train.labels, locations=train.where)
 

@@ -67,9 +67,10 @@ class TextClassificationData(LabelledData, TextDataModule):
         self.settle_labels("train" in self.datasets)
 
     def training_vocabulary(self) -> LabelVocabulary:
-        """`--data.labels` in their order, else the sorted labels of the training split."""
-        if self.fixed_labels:
-            return LabelVocabulary(self.fixed_labels, self.multi_label)
+        """`--data.labels` in their order, else a ClassLabel column's names, else the training split's, sorted."""
+        names = self.fixed_labels or self.source_label_names(self.label_field)
+        if names:
+            return LabelVocabulary(names, self.multi_label)
         rows = self.datasets["train"]
         return LabelVocabulary.from_data((r["label"] for r in rows), self.multi_label, (r["where"] for r in rows))
 

@@ -1,0 +1,56 @@
+"""Text classification from Hugging Face datasets: a Parquet file and a DatasetDict folder with a ClassLabel."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
+
+from tests.tasks.text_classification.conftest import labelled_rows
+from tetraformer.cli import main
+from tetraformer.training.checkpointing.loading import load_task_module
+
+TOPICS = ClassLabel(names=["sport", "money", "food"])  # not sorted: the vocabulary keeps the dataset's order
+
+
+def topic_rows(n: int, seed: int) -> Dataset:
+    """The keyword fixture with its labels as ClassLabel ids."""
+    rows = labelled_rows(n, seed)
+    features = Features({"text": Value("string"), "topic": TOPICS})
+    return Dataset.from_dict(
+        {"text": [r["text"] for r in rows], "topic": [TOPICS.str2int(r["label"]) for r in rows]}, features
+    )
+
+
+@pytest.mark.slow
+def test_fit_from_parquet_and_predict_from_a_dataset_dict(run_cli: Callable[..., Path], tmp_path: Path) -> None:
+    """The ClassLabel's names are the label vocabulary in its order; predictions name labels, never ids."""
+    train = tmp_path / "train.parquet"
+    topic_rows(120, 0).to_parquet(str(train))
+    saved = tmp_path / "saved"
+    DatasetDict({"validation": topic_rows(30, 1), "test": topic_rows(6, 2)}).save_to_disk(str(saved))
+    run = run_cli(
+        "fit", "--trainer.max_steps", "3", train_path=str(train), val_path=str(saved), label_field="topic"
+    )  # val_path reads the DatasetDict's validation split
+    ckpt = run / "checkpoints" / "last.ckpt"
+    assert load_task_module(ckpt).label_names() == TOPICS.names
+    main(
+        [
+            "predict",
+            "--ckpt_path",
+            str(ckpt),
+            "--data.predict_path",
+            str(saved),  # its test split
+            "--run.wandb",
+            "disabled",
+            "--trainer.default_root_dir",
+            str(tmp_path / "p"),
+        ]
+    )
+    written = tmp_path / "p" / "eval" / "predict-1" / "predictions.jsonl"
+    out = [json.loads(line) for line in written.read_text().splitlines()]
+    assert len(out) == 6
+    assert all(o["predicted"] in TOPICS.names and o["topic"] in TOPICS.names for o in out)
