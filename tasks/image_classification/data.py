@@ -22,14 +22,15 @@ SourceFormat = Literal["folder", "csv", "tsv", "json", "jsonl", "npz"]
 
 
 class ImageClassificationData(LabelledData, TaskDataModule):
-    """Image folders (ROOT/<class>/<image>), CSV/TSV/JSON/JSONL of path + label, or `.npz` arrays x, y.
+    """Image folders (ROOT/<class>/<image>), CSV/TSV/JSON/JSONL of path + label, `.npz` arrays x, y, or datasets
+    (Parquet/Arrow, saved or cached Hugging Face datasets) with an `image_field` column and a label.
 
     Images are converted to `channels` (1 or 3) and resized to `image_size` (None: `model_image_size`, which
     the CLI links to the model's `arch.image_size`), decoded once per split into a cached uint8 tensor. The label
-    vocabulary comes from the training split (sorted) or `labels`; mean/std per channel from the training split
-    or `mean`/`std`; a checkpoint's spec (`use_spec`) fixes all of them when evaluating it.
-    Training batches get the augmentation options; nothing else does. The TaskDataModule options (paths,
-    batch_size, num_workers, val_fraction, seed) pass through `**kwargs`.
+    vocabulary comes from `labels`, a ClassLabel column's names or the training split (sorted); mean/std per
+    channel from the training split or `mean`/`std`; a checkpoint's spec (`use_spec`) fixes all of them when
+    evaluating it. Training batches get the augmentation options; nothing else does. The TaskDataModule options
+    (paths, batch_size, num_workers, val_fraction, seed) pass through `**kwargs`.
     """
 
     def __init__(

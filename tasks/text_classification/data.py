@@ -21,11 +21,12 @@ Row = dict[str, Any]  # input_ids, token_type_ids, then label (raw), labels (enc
 
 
 class TextClassificationData(LabelledData, TextDataModule):
-    """CSV/TSV/JSON/JSONL records with a text (and optional pair) field and a label (or labels) field.
+    """CSV/TSV/JSON/JSONL records or dataset rows with a text (and optional pair) field and a label (or labels)
+    field.
 
-    The label vocabulary comes from the training split (sorted) or `labels`; a checkpoint's vocabulary wins
-    when the CLI gives its spec (`use_spec`). The TextDataModule options (paths, text_field, encoding,
-    tokenizer_type, vocab_size, tokenizer, batch_size, ...) pass through `**kwargs`.
+    The label vocabulary comes from `labels`, a ClassLabel column's names or the training split (sorted); a
+    checkpoint's vocabulary wins when the CLI gives its spec (`use_spec`). The TextDataModule options (paths,
+    text_field, encoding, tokenizer_type, vocab_size, tokenizer, batch_size, ...) pass through `**kwargs`.
     """
 
     def __init__(

@@ -5,13 +5,13 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import datasets
 import numpy as np
 import pyarrow as pa
 import pytest
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Image, Sequence, Value
 from PIL import Image as PILImage
 
+from tests.data.hf_cache import cache_entry
 from tetraformer.data import DataError, read_records, read_text, resolve_files
 from tetraformer.data.conll import read_sentences
 from tetraformer.data.hf_sources import class_names, dataset_splits, source_files
@@ -43,17 +43,9 @@ def png(value: int) -> bytes:
     return out.getvalue()
 
 
-def cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str = "ag_news") -> Path:
-    """A real cache entry for NAME, made as `datasets` makes one (a local dataset folder loaded once into the
-    cache); HF_DATASETS_CACHE points at it. Returns the cache folder."""
-    source = tmp_path / "hub" / name
-    source.mkdir(parents=True)
-    topics().to_parquet(str(source / "train.parquet"))
-    topics(3).to_parquet(str(source / "test.parquet"))
-    cache = tmp_path / "hf_datasets"
-    datasets.load_dataset(str(source), cache_dir=str(cache))
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(cache))
-    return cache
+def cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """ag_news (train and test splits of topics) in a private datasets cache."""
+    return cache_entry({"train": topics(), "test": topics(3)}, "ag_news", tmp_path, monkeypatch)
 
 
 # --- kinds of source ------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 
+from tests.data.hf_cache import cache_entry
 from tests.tasks.text_classification.conftest import labelled_rows
 from tetraformer.cli import main
 from tetraformer.training.checkpointing.loading import load_task_module
@@ -54,3 +55,34 @@ def test_fit_from_parquet_and_predict_from_a_dataset_dict(run_cli: Callable[...,
     out = [json.loads(line) for line in written.read_text().splitlines()]
     assert len(out) == 6
     assert all(o["predicted"] in TOPICS.names and o["topic"] in TOPICS.names for o in out)
+
+
+@pytest.mark.slow
+def test_fit_from_a_cached_dataset_by_name(
+    run_cli: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hf:NAME reads the local cache offline; --data.split picks the training split, val_path gets validation."""
+    cache_entry({"full": topic_rows(60, 0), "validation": topic_rows(20, 1)}, "topics", tmp_path, monkeypatch)
+    run = run_cli(
+        "fit",
+        "--trainer.max_steps",
+        "2",
+        train_path="hf:topics",
+        val_path="hf:topics",
+        split="full",
+        label_field="topic",
+    )
+    assert load_task_module(run / "checkpoints" / "last.ckpt").label_names() == TOPICS.names
+
+
+@pytest.mark.slow
+def test_a_name_not_in_the_cache_is_one_error_line(
+    run_cli: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No download is tried: the error says where it looked, on one line, exit code 2."""
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "empty"))
+    with pytest.raises(SystemExit) as stop:
+        run_cli("fit", train_path="hf:ag_news", label_field="topic")
+    assert stop.value.code == 2
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert line.startswith("error: hf:ag_news: not in the local Hugging Face datasets cache (looked in ")
