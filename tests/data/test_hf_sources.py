@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import datasets
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -81,6 +82,8 @@ def test_saved_dataset_and_dataset_dict_splits(tmp_path: Path) -> None:
     DatasetDict({"train": topics(), "validation": topics(3)}).save_to_disk(str(tmp_path / "dict"))
     assert len(read_records(tmp_path / "one", required_fields=["text"])) == 6
     assert len(read_records(f"{tmp_path / 'dict'}:validation", required_fields=["text"])) == 3
+    with pytest.raises(DataError, match="is one Dataset without splits: drop ':train'"):
+        resolve_files(f"{tmp_path / 'one'}:train")
     files = source_files(f"{tmp_path / 'dict'}:train")
     assert files and all(f.suffix == ".arrow" and f.is_relative_to(tmp_path / "dict" / "train") for f in files)
 
@@ -92,7 +95,7 @@ def test_each_path_reads_its_role_split(tmp_path: Path) -> None:
     assert dataset_splits("validation", d, f"{d}:train", None, None)[:2] == (f"{d}:validation", f"{d}:train")
     plain = tmp_path / "t.parquet"
     assert dataset_splits(None, str(plain), None, None, None)[0] == str(plain)
-    with pytest.raises(ConfigError, match="--data.split 'dev'.*holds no named splits"):
+    with pytest.raises(ConfigError, match="--data.split 'dev': --data.train_path .* has no splits to choose from"):
         dataset_splits("dev", str(plain), None, None, None)
 
 
@@ -164,3 +167,26 @@ def test_name_not_in_the_cache_says_where_it_looked(tmp_path: Path, monkeypatch:
     text = one_line(err)
     assert text.startswith("hf:no_such_dataset: not in the local Hugging Face datasets cache")
     assert str(tmp_path / "empty") in text and "offline" in text and "HF_DATASETS_CACHE" in text
+
+
+def test_configurations_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hf:NAME/CONFIG picks a cached configuration; without one, several cached ones are listed."""
+    source = tmp_path / "hub" / "topics"
+    for config, n in (("small", 3), ("large", 6)):
+        (source / config).mkdir(parents=True)
+        topics(n).to_parquet(str(source / config / "train-00000-of-00001.parquet"))
+    configs = "".join(
+        f"- config_name: {c}\n  data_files:\n  - split: train\n    path: {c}/*.parquet\n" for c in ("small", "large")
+    )
+    (source / "README.md").write_text(f"---\nconfigs:\n{configs}---\n", encoding="utf-8")
+    for config in ("small", "large"):
+        datasets.load_dataset(str(source), config, cache_dir=str(tmp_path / "hf_datasets"))
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf_datasets"))
+    assert len(read_records("hf:topics/small:train", required_fields=["text"])) == 3
+    assert len(read_records("hf:topics/large:train", required_fields=["text"])) == 6
+    with pytest.raises(DataError) as err:
+        resolve_files("hf:topics:train")
+    assert one_line(err) == "hf:topics: several configurations are cached (large, small): name one as hf:topics/CONFIG"
+    with pytest.raises(DataError) as err:
+        resolve_files("hf:topics/tiny:train")
+    assert one_line(err) == "hf:topics/tiny: has no cached configuration 'tiny' (cached: large, small)"

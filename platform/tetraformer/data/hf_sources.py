@@ -4,8 +4,11 @@ A source is a path the data options take (`--data.train_path` ...):
 
 - a `.parquet` or `.arrow` file, or a folder or glob of them (read like any other data files);
 - a `Dataset.save_to_disk` folder, or a `DatasetDict.save_to_disk` folder with a split: `PATH:SPLIT`;
-- `hf:NAME[:SPLIT]` or `hf:NAME/CONFIG[:SPLIT]`: a dataset already in the local Hugging Face datasets cache
-  (HF_DATASETS_CACHE, else HF_HOME/datasets), found offline: nothing is ever downloaded.
+- `hf:NAME[:SPLIT]` (NAME, ORG/NAME, NAME/CONFIG or ORG/NAME/CONFIG): a dataset already in the local Hugging Face
+  datasets cache (HF_DATASETS_CACHE, else HF_HOME/datasets), found offline: nothing is ever downloaded.
+
+A source with named splits and none chosen gets its role's (`dataset_splits`): `--data.split` (default train)
+for the training path, validation for val_path, test for test_path and predict_path.
 
 Each source resolves to the Arrow/Parquet files that back it (`source_files`), so whatever keys on files (path,
 size, mtime: tokenizers, token stores, the records cache) keys on them. Files are read table by table, memory-
@@ -19,6 +22,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,8 +70,8 @@ def dataset_splits(split: str | None, *paths: str | None) -> tuple[str | None, .
     train = paths[0]
     if split is not None and train is not None and not has_splits(train):
         raise ConfigError(
-            f"--data.split {split!r}: --data.train_path {train} holds no named splits (a DatasetDict "
-            "folder or hf:NAME does)"
+            f"--data.split {split!r}: --data.train_path {train} has no splits to choose from (a DatasetDict folder "
+            "or hf:NAME without :SPLIT has)"
         )
     defaults = [split or "train", "validation", "test", "test"]
     return tuple(with_split(path, default) for path, default in zip(paths, defaults, strict=True))
@@ -108,11 +112,12 @@ def source_files(spec: str | Path) -> list[Path]:
 
 def _saved_split(folder: Path, split: str | None) -> Any:
     """One Dataset of a save_to_disk folder, memory-mapped (`datasets.load_from_disk`)."""
+    import pyarrow as pa
     from datasets import DatasetDict, load_from_disk
 
     try:
         saved = load_from_disk(str(folder))
-    except (OSError, ValueError, KeyError, json.JSONDecodeError) as err:
+    except (OSError, ValueError, KeyError, json.JSONDecodeError, pa.ArrowException) as err:
         raise DataError(f"cannot load the saved dataset: {_one_line(err)}", folder) from None
     if isinstance(saved, DatasetDict):
         return _pick_split(dict(saved), split, str(folder), "PATH:SPLIT")
@@ -140,41 +145,69 @@ def hf_datasets_cache() -> Path:
 
 
 def _cached_split(name: str, split: str | None) -> Any:
-    """A split of a dataset in the local datasets cache, through `datasets`' offline `Cache` builder."""
+    """A split of a dataset in the local datasets cache, through `datasets`' offline `Cache` builder (the latest
+    cached version, as `load_dataset` finds it with HF_DATASETS_OFFLINE=1)."""
     from datasets.packaged_modules.cache.cache import Cache
 
     cache = hf_datasets_cache()
     dataset, config = _cached_name(name, cache)
     where = f"{HF_PREFIX}{name}"
     try:
-        builder = Cache(
-            cache_dir=str(cache),
-            dataset_name=dataset.split("/")[-1],
-            repo_id=dataset,
-            config_name=config,
-            version="auto",
-            hash="auto",
-        )
-    except ValueError as err:
+        with _quiet(Cache.__module__):  # it warns "Found the latest cached dataset configuration" on every call
+            builder = Cache(
+                cache_dir=str(cache),
+                dataset_name=dataset.split("/")[-1],
+                repo_id=dataset,
+                config_name=config,
+                version="auto",
+                hash="auto",
+            )
+        splits = {str(s): s for s in builder.info.splits or {}}
+        chosen = _pick_split(splits, split, where, f"{where}:SPLIT")
+        log.debug("%s: the cached dataset in %s", where, builder.cache_dir)
+        return builder.as_dataset(split=chosen)
+    except DataError:
+        raise
+    except (OSError, ValueError) as err:  # datasets' own (not cached for that config, several configs cached)
         raise DataError(f"{_one_line(err)} (the local datasets cache {cache})", where) from None
-    splits = {str(s): s for s in builder.info.splits or {}}
-    chosen = _pick_split(splits, split, where, f"{where}:SPLIT")
-    return builder.as_dataset(split=chosen)
+
+
+@contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    """Hold a logger's warnings for the duration."""
+    target = logging.getLogger(logger)
+    level = target.level
+    target.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        target.setLevel(level)
 
 
 def _cached_name(name: str, cache: Path) -> tuple[str, str | None]:
     """(dataset, config) of NAME, NAME/CONFIG, ORG/NAME or ORG/NAME/CONFIG, by what the cache holds."""
     from datasets.naming import camelcase_to_snakecase
 
+    where = f"{HF_PREFIX}{name}"
     for dataset, config in _readings([part for part in name.split("/") if part]):
-        if (cache / "___".join([*dataset[:-1], camelcase_to_snakecase(dataset[-1])])).is_dir():
+        folder = cache / "___".join([*dataset[:-1], camelcase_to_snakecase(dataset[-1])])
+        if folder.is_dir():
+            _check_config(sorted(p.name for p in folder.iterdir() if p.is_dir()), config, where)
             return "/".join(dataset), config
     raise DataError(
         f"not in the local Hugging Face datasets cache (looked in {cache}, set by HF_DATASETS_CACHE or HF_HOME); "
         "this machine is offline, no download is attempted: load it once where there is a network (or pass a "
         "save_to_disk folder or Parquet files)",
-        f"{HF_PREFIX}{name}",
+        where,
     )
+
+
+def _check_config(cached: list[str], config: str | None, where: str) -> None:
+    """A DataError unless the named configuration is cached, or none is named and only one is."""
+    if config is not None and config not in cached:
+        raise DataError(f"has no cached configuration {config!r} (cached: {', '.join(cached) or 'none'})", where)
+    if config is None and len(cached) > 1:
+        raise DataError(f"several configurations are cached ({', '.join(cached)}): name one as {where}/CONFIG", where)
 
 
 def _readings(parts: list[str]) -> list[tuple[list[str], str | None]]:
