@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal
 from tetraformer.data.dataset import build_dataset
 from tetraformer.data.errors import DataError, check_choice
 from tetraformer.data.files import FileSpec, resolve_files
-from tetraformer.data.hf_sources import TABLE_SUFFIXES, is_table_file
+from tetraformer.data.hf_sources import is_table_file
 from tetraformer.data.lines import iter_lines
 from tetraformer.data.records import SUFFIX_FORMATS, iter_records, json_type
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 TextFormat = Literal["auto", "text", "jsonl", "json", "csv", "tsv"]
 TableFormat = Literal["parquet", "arrow"]  # a table file's format, from its suffix whatever `format` says
+TABLE_FORMATS: dict[str, TableFormat] = {".parquet": "parquet", ".arrow": "arrow"}
 DocumentMode = Literal["file", "paragraph", "line"]
 
 
@@ -65,7 +66,7 @@ def iter_documents(
 def text_format(path: str | Path) -> TextFormat | TableFormat:
     """The record format of .jsonl/.ndjson/.json/.csv/.tsv files, parquet/arrow for tables, 'text' for any other."""
     suffix = Path(path).suffix.lower()
-    return suffix.lstrip(".") if suffix in TABLE_SUFFIXES else SUFFIX_FORMATS.get(suffix, "text")  # type: ignore[return-value]
+    return TABLE_FORMATS.get(suffix) or SUFFIX_FORMATS.get(suffix, "text")
 
 
 def file_format(path: str | Path, format: TextFormat = "auto") -> TextFormat | TableFormat:  # noqa: A002
