@@ -21,11 +21,12 @@ Row = dict[str, Any]  # input_ids, token_type_ids, then label (raw), labels (enc
 
 
 class TextClassificationData(LabelledData, TextDataModule):
-    """CSV/TSV/JSON/JSONL records with a text (and optional pair) field and a label (or labels) field.
+    """CSV/TSV/JSON/JSONL records or dataset rows with a text (and optional pair) field and a label (or labels)
+    field.
 
-    The label vocabulary comes from the training split (sorted) or `labels`; a checkpoint's vocabulary wins
-    when the CLI gives its spec (`use_spec`). The TextDataModule options (paths, text_field, encoding,
-    tokenizer_type, vocab_size, tokenizer, batch_size, ...) pass through `**kwargs`.
+    The label vocabulary comes from `labels`, a ClassLabel column's names or the training split (sorted); a
+    checkpoint's vocabulary wins when the CLI gives its spec (`use_spec`). The TextDataModule options (paths,
+    text_field, encoding, tokenizer_type, vocab_size, tokenizer, batch_size, ...) pass through `**kwargs`.
     """
 
     def __init__(
@@ -67,9 +68,10 @@ class TextClassificationData(LabelledData, TextDataModule):
         self.settle_labels("train" in self.datasets)
 
     def training_vocabulary(self) -> LabelVocabulary:
-        """`--data.labels` in their order, else the sorted labels of the training split."""
-        if self.fixed_labels:
-            return LabelVocabulary(self.fixed_labels, self.multi_label)
+        """`--data.labels` in their order, else a ClassLabel column's names, else the training split's, sorted."""
+        names = self.fixed_labels or self.source_label_names(self.label_field)
+        if names:
+            return LabelVocabulary(names, self.multi_label)
         rows = self.datasets["train"]
         return LabelVocabulary.from_data((r["label"] for r in rows), self.multi_label, (r["where"] for r in rows))
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from tetraformer.data.errors import DataError
 from tetraformer.data.lines import iter_lines
-from tetraformer.data.text import iter_documents, text_format
+from tetraformer.data.text import file_format, iter_documents
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def corpus_pieces(
 ) -> Iterator[Piece]:
     """The corpus's documents in order (files as given), long `documents: file` texts in safe pieces."""
     for path in files:
-        fmt = text_format(path) if options["format"] == "auto" else options["format"]
+        fmt = file_format(path, options["format"])
         if fmt == "text" and options["documents"] == "file":
             yield from file_pieces(path, options["encoding"], encode, chunk_chars)
         else:
