@@ -22,14 +22,15 @@ SourceFormat = Literal["folder", "csv", "tsv", "json", "jsonl", "npz"]
 
 
 class ImageClassificationData(LabelledData, TaskDataModule):
-    """Image folders (ROOT/<class>/<image>), CSV/TSV/JSON/JSONL of path + label, or `.npz` arrays x, y.
+    """Image folders (ROOT/<class>/<image>), CSV/TSV/JSON/JSONL of path + label, `.npz` arrays x, y, or datasets
+    (Parquet/Arrow, saved or cached Hugging Face datasets) with an `image_field` column and a label.
 
     Images are converted to `channels` (1 or 3) and resized to `image_size` (None: `model_image_size`, which
     the CLI links to the model's `arch.image_size`), decoded once per split into a cached uint8 tensor. The label
-    vocabulary comes from the training split (sorted) or `labels`; mean/std per channel from the training split
-    or `mean`/`std`; a checkpoint's spec (`use_spec`) fixes all of them when evaluating it.
-    Training batches get the augmentation options; nothing else does. The TaskDataModule options (paths,
-    batch_size, num_workers, val_fraction, seed) pass through `**kwargs`.
+    vocabulary comes from `labels`, a ClassLabel column's names or the training split (sorted); mean/std per
+    channel from the training split or `mean`/`std`; a checkpoint's spec (`use_spec`) fixes all of them when
+    evaluating it. Training batches get the augmentation options; nothing else does. The TaskDataModule options
+    (paths, batch_size, num_workers, val_fraction, seed) pass through `**kwargs`.
     """
 
     def __init__(
@@ -37,6 +38,7 @@ class ImageClassificationData(LabelledData, TaskDataModule):
         format: SourceFormat | None = None,  # noqa: A002 - None: from the path
         path_field: str = "path",
         label_field: str = "label",
+        image_field: str = "image",
         channels: Literal[1, 3] = 3,
         image_size: int | None = None,
         labels: list[str] | None = None,
@@ -62,6 +64,7 @@ class ImageClassificationData(LabelledData, TaskDataModule):
         require(self, "std", std, (mean is None) == (std is None), "goes with mean: give both or neither")
         self.save_hyperparameters()
         self.format, self.path_field, self.label_field = format, path_field, label_field
+        self.image_field = image_field
         self.channels, self.requested_size, self.fixed_labels = channels, image_size, labels
         self.model_image_size = model_image_size
         self.given_mean, self.given_std = mean, std
@@ -91,6 +94,7 @@ class ImageClassificationData(LabelledData, TaskDataModule):
             self.path_field,
             self.label_field,
             self.format,
+            self.image_field,
         )
 
     # --- splits ------------------------------------------------------------------------------------------
@@ -106,9 +110,10 @@ class ImageClassificationData(LabelledData, TaskDataModule):
         return read_source(path, self.reading(), labelled=not predict)
 
     def training_vocabulary(self) -> LabelVocabulary:
-        """`--data.labels` in their order, else the sorted labels of the training split."""
-        if self.fixed_labels:
-            return LabelVocabulary(self.fixed_labels)
+        """`--data.labels` in their order, else a ClassLabel column's names, else the training split's, sorted."""
+        names = self.fixed_labels or self.source_label_names(self.label_field)
+        if names:
+            return LabelVocabulary(names)
         train = self.datasets["train"]
         return LabelVocabulary.from_data(train.labels, locations=train.where)
 

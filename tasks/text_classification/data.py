@@ -23,13 +23,14 @@ Row = dict[str, Any]  # input_ids, token_type_ids, label (JSON, as read), labels
 
 
 class TextClassificationData(LabelledData, TextDataModule):
-    """CSV/TSV/JSON/JSONL records with a text (and optional pair) field and a label (or labels) field.
+    """CSV/TSV/JSON/JSONL records or dataset rows with a text (and optional pair) field and a label (or labels)
+    field.
 
-    The label vocabulary comes from the training split (sorted) or `labels`; a checkpoint's vocabulary wins
-    when the CLI gives its spec (`use_spec`). Each split's tokenized rows live in a row store (labels kept as
-    read, encoded when the data is set up), built once and reused by later runs. The TextDataModule options
-    (paths, text_field, encoding, tokenizer_type, vocab_size, tokenizer, cache_dir, num_proc, batch_size, ...)
-    pass through `**kwargs`.
+    The label vocabulary comes from `labels`, a ClassLabel column's names or the training split (sorted); a
+    checkpoint's vocabulary wins when the CLI gives its spec (`use_spec`). Each split's tokenized rows live in a
+    row store (labels kept as read, encoded when the data is set up), built once and reused by later runs. The
+    TextDataModule options (paths, text_field, encoding, tokenizer_type, vocab_size, tokenizer, cache_dir,
+    num_proc, batch_size, ...) pass through `**kwargs`.
     """
 
     store_name = "text_classification"
@@ -120,9 +121,10 @@ class TextClassificationData(LabelledData, TextDataModule):
         return rows
 
     def training_vocabulary(self) -> LabelVocabulary:
-        """`--data.labels` in their order, else the sorted labels of the training split."""
-        if self.fixed_labels:
-            return LabelVocabulary(self.fixed_labels, self.multi_label)
+        """`--data.labels` in their order, else a ClassLabel column's names, else the training split's, sorted."""
+        names = self.fixed_labels or self.source_label_names(self.label_field)
+        if names:
+            return LabelVocabulary(names, self.multi_label)
         train = self.datasets["train"]
         return label_column(train).vocabulary(train.indices, self.multi_label)
 

@@ -149,13 +149,17 @@ class TokenClassificationData(LabelledData, TextDataModule):
         return sentences
 
     def training_vocabulary(self) -> LabelVocabulary:
-        """`--data.labels` in their order, else O and every scheme tag of each type the training data has."""
+        """`--data.labels` in their order, else a ClassLabel tags column's names (when the scheme keeps them as they
+        are), else O and every scheme tag of each type the training data has."""
         if self.fixed_labels:
             for tag in self.fixed_labels:
                 problem = tag_problem(tag, self.scheme)
                 if problem is not None:
                     raise DataError(f"--data.labels: {problem}")
             return LabelVocabulary(self.fixed_labels)
+        names = self.source_label_names(self.fields["tags_field"]) if self.scheme == self.tag_scheme else None
+        if names and all(tag_problem(tag, self.scheme) is None for tag in names):
+            return LabelVocabulary(names)
         train = self.sentences["train"]
         return LabelVocabulary(scheme_tags(tag_column(train).tags(tag_entries(train)), self.scheme))
 

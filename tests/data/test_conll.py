@@ -78,17 +78,13 @@ def test_a_sentence_per_line_is_not_read_as_conll(write: Write) -> None:
 
 
 def test_format_from_suffix() -> None:
-    """.conll/.txt/.tsv/.bio are CoNLL, .jsonl/.json JSONL; an unknown suffix names --data.format."""
-    assert [sentence_format(f"x{s}") for s in (".conll", ".txt", ".tsv", ".bio", ".jsonl", ".json")] == [
-        "conll",
-        "conll",
-        "conll",
-        "conll",
-        "jsonl",
-        "jsonl",
-    ]
+    """.conll/.txt/.tsv/.bio are CoNLL, .jsonl/.json and tables (.parquet/.arrow) records; an unknown suffix names
+    --data.format."""
+    suffixes = (".conll", ".txt", ".tsv", ".bio", ".jsonl", ".json", ".parquet", ".arrow")
+    assert [sentence_format(f"x{s}") for s in suffixes] == ["conll"] * 4 + ["jsonl"] * 4
+    assert sentence_format("x.parquet", "conll") == "jsonl"  # a table is read as one, whatever the format
     with pytest.raises(DataError, match="--data.format"):
-        sentence_format("x.parquet")
+        sentence_format("x.xlsx")
 
 
 @pytest.mark.parametrize(

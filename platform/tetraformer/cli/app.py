@@ -4,178 +4,24 @@ from __future__ import annotations
 
 import logging
 import sys
-from argparse import ArgumentError
 from pathlib import Path
-from typing import Any
 
-import yaml
-from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch import Trainer
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger
 
 from tetraformer.cli.checkpoint_task import check_resumed_task
 from tetraformer.cli.commands import COMMANDS
-from tetraformer.cli.config_errors import one_line, trainer_config_error, yaml_error
-from tetraformer.cli.eval_runs import EVAL_STAGES, evaluated_spec, evaluation_args
-from tetraformer.cli.option_errors import (
-    check_trainer_ranges,
-    instantiation_error,
-    run_folder,
-    told_in_one_line,
-    trainer_option_error,
-)
-from tetraformer.errors import ConfigError, TetraformerError
-from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
+from tetraformer.cli.eval_runs import EVAL_STAGES, evaluation_args
+from tetraformer.cli.lightning_cli import SUBCOMMANDS, build_cli
+from tetraformer.errors import TetraformerError
 from tetraformer.safe_loading import (
-    TRUST_FLAG,
-    TRUST_HELP,
-    checkpoints_trusted,
     trust_requested,
-    trusted_objects_allowed,
     trusting_checkpoints,
 )
-from tetraformer.training.base.datamodule import TaskDataModule
-from tetraformer.training.base.module import TaskModule
-from tetraformer.training.callbacks.defaults import JsonlPredictionWriter, default_callbacks
-from tetraformer.training.callbacks.spec_handover import DataSpecHandover
-from tetraformer.training.checkpointing.atomic_io import with_atomic_io
-from tetraformer.training.checkpointing.preemption import with_slurm_environment
-from tetraformer.training.checkpointing.resume import resume_path
-from tetraformer.training.distributed.failures import guard_ranks
-from tetraformer.training.distributed.strategies import platform_strategy
-from tetraformer.training.reports.loggers import RunConfig, finish_wandb_run, make_loggers, started_wandb_run
+from tetraformer.training.callbacks.defaults import JsonlPredictionWriter
+from tetraformer.training.reports.loggers import finish_wandb_run, started_wandb_run
 
 log = logging.getLogger(__name__)
-SUBCOMMANDS = ("fit", "validate", "test", "predict")
-PEAK_HELP = (
-    "the peak MFU is taken against: auto (default: a matmul timed at train start), one device's TFLOP/s "
-    "(e.g. 989: H100 bf16 dense), or null (no train/mfu)"
-)
-DESCRIPTION = """Train and use Transformers from one core.
-
-Lightning subcommands: fit, validate, test, predict (each takes -c CONFIG and --section.key=value).
-Other commands: `tetraformer generate --ckpt PATH --prompt TEXT`, `tetraformer tokenizer train ...`,
-`tetraformer convert from-hf SRC_DIR OUT_CKPT | to-hf CKPT OUT_DIR`,
-`tetraformer attention --ckpt PATH (--image FILE | --text TEXT)`,
-`tetraformer compare -c COMPARISON.yaml [--budget.max_steps N] [--seeds N] [--out DIR]`,
-`tetraformer prepare -c CONFIG` (builds the tokenizer and token stores a fit reads) (run each with --help)."""
-
-
-class LogConfigCallback(SaveConfigCallback):
-    """Saves the resolved config as RUN_DIR/config.yaml and logs it as hyper-parameters to every logger."""
-
-    def save_config(self, trainer: Trainer, pl_module: Any, stage: str) -> None:
-        """Write RUN_DIR/config.yaml (the latest command's) and log the whole config (W&B, CSV hparams.yaml)."""
-        run_dir = Path(trainer.default_root_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        self.parser.save(self.config, run_dir / self.config_filename, skip_none=False, overwrite=True)
-        config = yaml.safe_load(self.parser.dump(self.config, skip_none=False))
-        for logger in trainer.loggers:
-            logger.log_hyperparams(config)
-
-
-class TetraformerCLI(LightningCLI):
-    """LightningCLI whose configs pick a task's module and datamodule by class_path."""
-
-    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        """Add the `run` section: W&B identity, checkpoint metric, early stopping, predictions file."""
-        parser.add_class_arguments(RunConfig, "run")
-        # jsonargparse reads no help from the dataclass' comments, and argparse has no public way to change an
-        # added argument's help: its action list (`_actions`) is where that help lives
-        for action in parser._actions:
-            if action.dest == "run.peak_tflops":
-                action.help = PEAK_HELP
-        parser.add_argument(
-            "--predictions", default=None, help="predict: JSONL output (default RUN_DIR/predictions.jsonl)"
-        )
-        parser.add_argument(TRUST_FLAG, type=bool, default=False, help=TRUST_HELP)
-        link_model_options(parser)
-
-    def _parse_ckpt_path(self) -> None:  # LightningCLI has no public hook for its ckpt_path hyper-parameter pass
-        """Evaluation stages took the checkpoint's hyper-parameters as defaults already (eval_runs), so what the user
-        set stays; Lightning's own pass would lay them over the user's flags. `fit --ckpt_path` keeps Lightning's."""
-        if self.config.get("subcommand") not in (None, *EVAL_STAGES):  # None: `prepare` (no checkpoint)
-            with trusted_objects_allowed(self.config[self.config.subcommand].get("ckpt_path")):
-                super()._parse_ckpt_path()
-
-    def _load_weights_only(self) -> None:
-        """Lightning's checkpoint loads take tensors and plain data only, unless --trust_checkpoint true."""
-        method_kwargs = self.config_init[self.subcommand]
-        if method_kwargs.get("weights_only") is None:
-            method_kwargs["weights_only"] = not checkpoints_trusted()
-
-    before_fit = before_validate = before_test = before_predict = _load_weights_only
-
-    def instantiate_classes(self) -> None:
-        """Build the config's classes; a value one of them refuses is one line naming the option (option_errors)."""
-        config = self.config.get(str(self.subcommand), self.config)
-        with told_in_one_line(lambda err: instantiation_error(err, config), ValueError):
-            super().instantiate_classes()
-
-    def _config_value(self, key: str, default: Any = None) -> Any:
-        """A value of the instantiated config, inside the subcommand's section when there is one."""
-        return self.config_init.get(str(self.subcommand), self.config_init).get(key, default)
-
-    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
-        """Default loggers and callbacks unless the config sets its own; FSDP by name wraps the core's blocks."""
-        trainer_cfg = self._config_value("trainer", default={})
-        kwargs["strategy"] = platform_strategy(trainer_cfg.get("strategy", "auto"))
-        run: RunConfig = self._config_value("run")
-        check_trainer_ranges(trainer_cfg)
-        root = run_folder(trainer_cfg.get("default_root_dir") or ".", "--trainer.default_root_dir")
-        if self.subcommand == "fit":  # `--ckpt_path last` before any last.ckpt: from scratch (a requeued job)
-            self.config_init.fit.ckpt_path = resume_path(self.config_init.fit.ckpt_path, root / "checkpoints")
-        kwargs["plugins"] = with_slurm_environment(with_atomic_io(trainer_cfg.get("plugins")))
-        if trainer_cfg.get("logger") in (None, True):
-            resumed = self._config_value("ckpt_path") if self.subcommand == "fit" else None
-            kwargs["logger"] = make_loggers(root, run, resumed_wandb_id(resumed, root))
-        callbacks = list(trainer_cfg.get("callbacks") or [])
-        saving = trainer_cfg.get("enable_checkpointing", True) is not False  # else Lightning refuses checkpointers
-        # unless asked, a bar only on a terminal: Lightning's default one redraws and reads the loss every step
-        asked = trainer_cfg.get("enable_progress_bar")
-        bar = kwargs["enable_progress_bar"] = sys.stdout.isatty() if asked is None else bool(asked)
-        training = self.subcommand == "fit"  # without a bar, a fit logs progress lines (--run.progress_every_*)
-        callbacks += default_callbacks(root, run, training=training, checkpoints=saving, progress_bar=bar)
-        if self.subcommand == "predict":
-            output = self._config_value("predictions") or root / "predictions.jsonl"
-            callbacks.append(JsonlPredictionWriter(output))
-        kwargs["callbacks"] = callbacks + self.spec_handover()
-        refusals = (MisconfigurationException, ValueError, TypeError)  # how Lightning refuses its settings
-        with told_in_one_line(lambda err: trainer_option_error(err, trainer_cfg), *refusals):
-            trainer = super().instantiate_trainer(**kwargs)
-        guard_ranks(trainer, run.collective_timeout_s)
-        return trainer
-
-    def spec_handover(self) -> list[DataSpecHandover]:
-        """Evaluating a checkpoint file, the data reads with its DataSpec (the module builds from the checkpoint);
-        otherwise the module is handed the data's spec once the data is set up."""
-        stored = evaluated_spec(self.subcommand, self._get(self.config_init, "ckpt_path"))
-        if stored is None:
-            return [DataSpecHandover(self.datamodule)]
-        self.datamodule.use_spec(stored)
-        return []
-
-
-def link_model_options(parser: LightningArgumentParser) -> None:
-    """Model options that decide how the data is read, given to the datamodule when parsing (where it takes them):
-    the `init_from` source's tokenizer, next-sentence pairs, the image size when --data.image_size is unset."""
-    parser.link_arguments("model.init_args.init_from", "data.init_args.init_from")
-    parser.link_arguments("model.init_args.next_sentence", "data.init_args.next_sentence")
-    parser.link_arguments("model.init_args.arch", "data.init_args.model_image_size", compute_fn=arch_image_size)
-
-
-def arch_image_size(arch: Any) -> int | None:
-    """The image size of the model's `arch` as parsed (a namespace of class_path and init_args), None if unset."""
-    return getattr(getattr(arch, "init_args", arch), "image_size", None)
-
-
-def resumed_wandb_id(ckpt_path: str | None, root: Path) -> str | None:
-    """The W&B run id stored in the checkpoint a `fit --ckpt_path` resumes, so the W&B run continues too."""
-    path = root / "checkpoints" / "last.ckpt" if ckpt_path == "last" else Path(ckpt_path) if ckpt_path else None
-    if path is None or not path.is_file():
-        return None
-    return read_checkpoint(path)[PAYLOAD_KEY].get("wandb_run_id")
 
 
 def launcher_path() -> str:
@@ -197,31 +43,6 @@ def run_lightning(argv: list[str]) -> None:
     if cli.subcommand in EVAL_STAGES:
         report_outputs(cli.trainer)
     finish_wandb(cli.trainer)
-
-
-def build_cli(argv: list[str], command: str, **options: Any) -> TetraformerCLI:
-    """Parse the command line (sys.argv, or `args` in `options`), build the config's classes and run the subcommand
-    (unless `run=False`); a parse error is one ConfigError line pointing to `command --help`."""
-    quiet = {"exit_on_error": False}  # parse errors come back as exceptions, told in one line by main
-    try:
-        return TetraformerCLI(
-            TaskModule,
-            TaskDataModule,
-            subclass_mode_model=True,
-            subclass_mode_data=True,
-            save_config_callback=LogConfigCallback,
-            save_config_kwargs={"overwrite": True, "save_to_log_dir": False},
-            auto_configure_optimizers=False,
-            parser_kwargs={"description": DESCRIPTION, **quiet, **{s: quiet for s in SUBCOMMANDS}},
-            **options,
-        )
-    except ArgumentError as err:
-        raise yaml_error(str(err), argv) or ConfigError(f"{one_line(str(err))} (see {command} --help)") from None
-    except ValueError as err:  # Lightning's check of trainer settings against the data
-        config_error = trainer_config_error(err)
-        if config_error is None:
-            raise
-        raise config_error from err
 
 
 def report_outputs(trainer: Trainer) -> None:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from tetraformer.data.errors import DataError, check_choice
 from tetraformer.data.files import FileSpec, resolve_files
+from tetraformer.data.hf_sources import check_columns, is_table_file
 from tetraformer.data.lines import iter_lines
 from tetraformer.data.records import iter_records
 from tetraformer.data.tag_schemes import looks_like_tag
@@ -53,7 +54,10 @@ TagCheck = Callable[[str], str | None]  # a tag -> why it is not allowed, or Non
 
 
 def sentence_format(path: str | Path, format: SentenceFormat | None = None) -> SentenceFormat:  # noqa: A002
-    """The given format, else the one the suffix implies (.conll/.txt/.tsv/.bio: CoNLL, .jsonl/.json: JSONL)."""
+    """The given format, else the one the suffix implies (.conll/.txt/.tsv/.bio: CoNLL, .jsonl/.json: JSONL); a
+    Parquet/Arrow table is read as records (like JSONL) whatever the format."""
+    if is_table_file(path):
+        return "jsonl"
     if format is not None:
         check_choice("sentence format", format, SentenceFormat)
         return format
@@ -164,7 +168,9 @@ def read_jsonl(
     text_field: str = "text",
     word_split: WordSplit = "whitespace",
 ) -> Iterator[TaggedSentence]:
-    """Sentences of JSON lines `{tokens: [...], tags: [...]}`; unlabelled lines may give raw `text` instead."""
+    """Sentences of JSON lines `{tokens: [...], tags: [...]}` (or table rows); unlabelled ones may give raw `text`."""
+    if labelled and is_table_file(path):
+        check_columns(path, [tokens_field, tags_field], " (set --data.tokens_field and --data.tags_field)")
     for record in iter_records(path, "json", encoding=encoding):  # JSON lines, or one JSON array
         data, where = record.data, (record.source, record.line)
         if tokens_field in data:

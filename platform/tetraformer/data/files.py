@@ -1,4 +1,4 @@
-"""Resolve a user's data-file spec (file, directory, glob, or a list of them) to files."""
+"""Resolve a user's data-file spec (file, directory, glob, saved dataset, or a list of them) to files."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from tetraformer.data.errors import DataError
+from tetraformer.data.hf_sources import is_dataset_source, source_files
 
 logger = logging.getLogger(__name__)
 
@@ -18,7 +19,8 @@ _GLOB_CHARS = frozenset("*?[")
 
 
 def resolve_files(spec: FileSpec, suffixes: Iterable[str] | None = None) -> list[Path]:
-    """Expand files, directories (recursively, sorted) and globs into a list of non-empty files."""
+    """Expand files, directories (recursively, sorted) and globs into a list of non-empty files; a saved dataset
+    (`save_to_disk` folder, `PATH:SPLIT`, `hf:NAME`) into the Arrow files behind it (data/hf_sources.py)."""
     items = [spec] if isinstance(spec, str | Path) else list(spec)
     if not items:
         raise DataError("no data files given")
@@ -45,6 +47,8 @@ def _normalise_suffixes(suffixes: Iterable[str] | None) -> tuple[str, ...] | Non
 
 def _resolve_one(item: str | Path, wanted: tuple[str, ...] | None) -> list[Path]:
     """Files for one spec item; an explicitly named file is kept whatever its suffix."""
+    if is_dataset_source(item):
+        return source_files(item)
     path = Path(item).expanduser()
     if path.is_file():
         return [path]

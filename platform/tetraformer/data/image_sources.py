@@ -1,5 +1,6 @@
-"""Where labelled images come from: class folders, CSV/TSV/JSON/JSONL of path + label, `.npz` arrays, or plain
-image files (predict). Each source becomes an ImageSet of decoded uint8 images with raw labels."""
+"""Where labelled images come from: class folders, CSV/TSV/JSON/JSONL of path + label, `.npz` arrays, datasets
+(Parquet/Arrow tables or saved/cached Hugging Face datasets with an image column), or plain image files
+(predict). Each source becomes an ImageSet of decoded uint8 images with raw labels."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from tetraformer.data.errors import DataError
-from tetraformer.data.images import IMAGE_SUFFIXES, Where, array_images, decode_images
+from tetraformer.data.files import resolve_files
+from tetraformer.data.hf_sources import check_columns, is_dataset_source, is_table_file, iter_table_rows
+from tetraformer.data.images import IMAGE_SUFFIXES, ImageRef, Where, array_images, cache_key, decode_images
 from tetraformer.data.labels import LabelVocabulary
 from tetraformer.data.records import LINE_COLUMN, SOURCE_COLUMN, read_records
 
@@ -79,6 +82,7 @@ class Reading:
     path_field: str = "path"
     label_field: str = "label"
     format: str | None = None  # folder, csv, tsv, json, jsonl, npz; None: from the path
+    image_field: str = "image"  # a table's image column: an Image feature, encoded bytes or a path
 
     def cache_for(self, source: Path) -> Path | None:
         """The cache folder of a source: the configured one, or a hidden one beside the source."""
@@ -89,6 +93,9 @@ class Reading:
 
 def read_source(path: str, reading: Reading, labelled: bool) -> ImageSet:
     """The images (and labels, when `labelled`) of one source, its kind from `reading.format` or the path."""
+    tables = _table_files(path)
+    if tables:
+        return _read_tables(tables, reading, labelled)
     source = Path(path)
     if not source.exists():
         raise DataError(f"no such file or folder: {source}")
@@ -109,6 +116,58 @@ def read_source(path: str, reading: Reading, labelled: bool) -> ImageSet:
         None if labels is None else [labels[i] for i in keep],
         [where[i] for i in keep],
     )
+
+
+def _table_files(path: str) -> list[Path] | None:
+    """The Parquet/Arrow files of a dataset source, a table file, or a glob or folder holding only tables."""
+    if is_dataset_source(path) or is_table_file(path):
+        return resolve_files(path)
+    folder = Path(path)
+    if folder.is_dir():
+        tops = [p for p in folder.iterdir() if not p.name.startswith(".")]
+        if any(p.is_dir() for p in tops) or not any(is_table_file(p) for p in tops):
+            return None  # class folders, or a folder of images to predict
+    elif folder.exists() or not any(c in path for c in "*?["):
+        return None
+    files = resolve_files(path)
+    return files if all(is_table_file(f) for f in files) else None
+
+
+def _read_tables(files: list[Path], reading: Reading, labelled: bool) -> ImageSet:
+    """The images of a table's image column (decoded bytes, or paths from the table's folder) and its labels."""
+    columns = [reading.image_field, *([reading.label_field] if labelled else [])]
+    refs: list[ImageRef] = []
+    labels: list[str] = []
+    where: list[Where] = []
+    for file in files:
+        check_columns(file, columns, " (set --data.image_field and --data.label_field)")
+        for index, row in iter_table_rows(file, columns):
+            refs.append(_image_ref(row[reading.image_field], file, index))
+            where.append((str(file), index))
+            if labelled:
+                labels.append(row[reading.label_field])
+    key = cache_key([str(f) for f in files], reading.channels, reading.size, f"table {reading.image_field}")
+    decoded = decode_images(
+        refs, where, reading.channels, reading.size, reading.cache_for(files[0]), reading.skip_bad, key
+    )
+    keep = decoded.kept
+    return ImageSet(
+        decoded.images,
+        [f"{where[i][0]}#{where[i][1]}" for i in keep],
+        [labels[i] for i in keep] if labelled else None,
+        [where[i] for i in keep],
+    )
+
+
+def _image_ref(value: object, file: Path, index: int) -> ImageRef:
+    """An Image feature's {bytes, path}, raw bytes, or a path (relative to the table's folder)."""
+    if isinstance(value, dict):
+        value = value.get("bytes") or value.get("path")
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str) and value.strip():
+        return str(file.parent / value.strip())
+    raise DataError(f"image column holds {type(value).__name__}, not an image (bytes or a path)", file, index)
 
 
 def _kind(source: Path) -> str:

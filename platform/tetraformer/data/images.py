@@ -8,6 +8,7 @@ channels and size), so later epochs and later runs never decode again; a changed
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ CONVERTIBLE_MODES = (
 )
 GRAY_WEIGHTS = (0.299, 0.587, 0.114)  # ITU-R 601-2 luma, as Pillow's RGB -> L
 Where = tuple[str, int | None]  # (file, line) an error names: the image itself, or the CSV row naming it
+ImageRef = str | Path | bytes  # an image file, or an encoded image's bytes (a dataset's Image column)
 
 
 @dataclass
@@ -54,14 +56,16 @@ class Decoded:
     kept: list[int]
 
 
-def decode_image(path: str | Path, channels: int, size: int) -> Tensor:
-    """One image file -> (channels, size, size) uint8; unreadable, truncated or unconvertible: DataError."""
+def decode_image(path: ImageRef, channels: int, size: int) -> Tensor:
+    """One image file (or an encoded image's bytes) -> (channels, size, size) uint8; unreadable, truncated or
+    unconvertible: DataError."""
+    name = None if isinstance(path, bytes) else path
     try:
-        with Image.open(path) as image:
+        with Image.open(io.BytesIO(path) if isinstance(path, bytes) else path) as image:
             image.load()
             array = _pixels(image, channels)
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as err:
-        raise DataError(f"cannot read image: {_reason(err, path)}", path) from None
+        raise DataError(f"cannot read image: {_reason(err, name or '')}", name) from None
     return resize(torch.from_numpy(array.copy()).permute(2, 0, 1)[None], size)[0]
 
 
@@ -126,9 +130,9 @@ def array_images(x: np.ndarray, channels: int, size: int, source: str) -> Tensor
 
 
 # --- decoding many files, through the cache -----------------------------------------------------------------
-def cache_key(paths: Sequence[str], channels: int, size: int) -> str:
-    """A hash of the files (path, byte size, modification time) and the decoding settings."""
-    digest = hashlib.sha256(f"v{CACHE_VERSION} c{channels} s{size}\n".encode())
+def cache_key(paths: Sequence[str], channels: int, size: int, extra: str = "") -> str:
+    """A hash of the files (path, byte size, modification time), the decoding settings and `extra`."""
+    digest = hashlib.sha256(f"v{CACHE_VERSION} c{channels} s{size} {extra}\n".encode())
     for path in paths:
         stat = Path(path).stat()
         digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
@@ -136,19 +140,21 @@ def cache_key(paths: Sequence[str], channels: int, size: int) -> str:
 
 
 def decode_images(
-    paths: Sequence[str],
+    paths: Sequence[ImageRef],
     where: Sequence[Where],
     channels: int,
     size: int,
     cache_dir: Path | None,
     skip_bad: bool = False,
+    key: str | None = None,
 ) -> Decoded:
     """Decode every file (or load the cached tensor of an earlier decode); a bad file is a DataError at
-    `where`.
+    `where`. The cache is keyed on the files, or on `key` (images held in a table: its files' cache_key).
 
     With `skip_bad`, bad files are left out (kept says which stayed), counted and reported in one log line.
     """
-    cache = cache_dir / f"images-{cache_key(paths, channels, size)}.pt" if cache_dir is not None else None
+    key = key or cache_key([str(p) for p in paths], channels, size)
+    cache = cache_dir / f"images-{key}.pt" if cache_dir is not None else None
     if cache is not None and cache.is_file():
         stored = torch.load(cache, weights_only=True)
         log.info("read %d decoded images from the cache %s", len(stored["kept"]), cache)
@@ -159,7 +165,7 @@ def decode_images(
     return decoded
 
 
-def _decode_all(paths: Sequence[str], where: Sequence[Where], channels: int, size: int, skip_bad: bool) -> Decoded:
+def _decode_all(paths: Sequence[ImageRef], where: Sequence[Where], channels: int, size: int, skip_bad: bool) -> Decoded:
     """Decode each file into one preallocated (N, C, S, S) tensor."""
     images = torch.empty(len(paths), channels, size, size, dtype=torch.uint8)
     kept: list[int] = []
@@ -168,7 +174,8 @@ def _decode_all(paths: Sequence[str], where: Sequence[Where], channels: int, siz
         try:
             images[len(kept)] = decode_image(path, channels, size)
         except DataError as err:
-            located = err if line is None else DataError(f"{path}: {err.message}", file, line)  # a CSV row named it
+            named = err.message if isinstance(path, bytes) else f"{path}: {err.message}"
+            located = err if line is None else DataError(named, file, line)  # a CSV or table row named it
             if not skip_bad:
                 raise located from None
             bad.append(str(located))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tetraformer.data.dataset import build_dataset
 from tetraformer.data.errors import DataError, check_choice
 from tetraformer.data.files import FileSpec, resolve_files
+from tetraformer.data.hf_sources import check_columns, is_table_file, iter_table_rows
 from tetraformer.data.lines import iter_lines
 
 if TYPE_CHECKING:
@@ -66,7 +67,13 @@ def iter_records(
     required_fields: Sequence[str] = (),
     encoding: str = "utf-8",
 ) -> Iterator[Record]:
-    """Yield validated records from one file; every record has the required fields."""
+    """Yield validated records from one file; every record has the required fields.
+
+    A Parquet or Arrow file is read as a table whatever `format` says: a row's index (0-based) is its line.
+    """
+    if is_table_file(path):
+        yield from _table_records(path, required_fields)
+        return
     fmt = format or infer_format(path)
     check_choice("record format", fmt, RecordFormat)
     if fmt in ("csv", "tsv"):
@@ -140,6 +147,17 @@ class _Schema:
         if seen_kind != kind:
             where = f"{seen_at.source}:{seen_at.line}"
             raise record.error(f"field {name!r} is a {kind} here but a {seen_kind} at {where}")
+
+
+def _table_records(path: str | Path, required: Sequence[str]) -> Iterator[Record]:
+    """Records of a Parquet/Arrow file (ClassLabel ids as names); a missing column names the ones there are."""
+    check_columns(path, required)
+    empty = True
+    for index, row in iter_table_rows(path):
+        empty = False
+        yield Record(row, str(path), index)
+    if empty:
+        raise DataError("table has no rows", path)
 
 
 def _check_fields(record: Record, required: Iterable[str]) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 from tetraformer.data.dataset import build_dataset
 from tetraformer.data.errors import DataError, check_choice
 from tetraformer.data.files import FileSpec, resolve_files
+from tetraformer.data.hf_sources import is_table_file
 from tetraformer.data.lines import iter_lines
 from tetraformer.data.records import SUFFIX_FORMATS, iter_records, json_type
 
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
     from datasets import Dataset
 
 TextFormat = Literal["auto", "text", "jsonl", "json", "csv", "tsv"]
+TableFormat = Literal["parquet", "arrow"]  # a table file's format, from its suffix whatever `format` says
+TABLE_FORMATS: dict[str, TableFormat] = {".parquet": "parquet", ".arrow": "arrow"}
 DocumentMode = Literal["file", "paragraph", "line"]
 
 
@@ -46,8 +49,8 @@ def iter_documents(
     documents: DocumentMode = "file",
     encoding: str = "utf-8",
 ) -> Iterator[dict[str, str | int]]:
-    """Yield {text, source, line} documents from one file, validating as it reads."""
-    fmt = text_format(path) if format == "auto" else format
+    """Yield {text, source, line} documents from one file, validating as it reads (a table: one per row)."""
+    fmt = file_format(path, format)
     if fmt == "text":
         found = _plain_documents(path, documents, encoding)
     else:
@@ -60,9 +63,15 @@ def iter_documents(
         raise DataError("file has no text (only blank lines)", path)
 
 
-def text_format(path: str | Path) -> TextFormat:
-    """The record format of .jsonl/.ndjson/.json/.csv/.tsv files, 'text' for any other suffix."""
-    return SUFFIX_FORMATS.get(Path(path).suffix.lower(), "text")
+def text_format(path: str | Path) -> TextFormat | TableFormat:
+    """The record format of .jsonl/.ndjson/.json/.csv/.tsv files, parquet/arrow for tables, 'text' for any other."""
+    suffix = Path(path).suffix.lower()
+    return TABLE_FORMATS.get(suffix) or SUFFIX_FORMATS.get(suffix, "text")
+
+
+def file_format(path: str | Path, format: TextFormat = "auto") -> TextFormat | TableFormat:  # noqa: A002
+    """How one file is read: `format`, or from its suffix when "auto"; a table file always as a table."""
+    return text_format(path) if format == "auto" or is_table_file(path) else format
 
 
 def _generate_documents(paths: list[str], **options: str) -> Iterator[dict[str, str | int]]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from tetraformer.data.errors import DataError
 from tetraformer.data.lines import iter_lines
-from tetraformer.data.text import iter_documents, text_format
+from tetraformer.data.text import file_format, iter_documents
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,16 @@ BATCH_TEXTS = 1000  # ... and at most this many texts
 
 
 def batch_encoder(tokenizer: Any) -> Encode:
-    """Encode a list of texts without special tokens (a fast tokenizer encodes a batch on all cores)."""
+    """Encode a list of texts without special tokens (a fast tokenizer encodes a batch on all cores): through the
+    `tokenizers` backend's `encode_batch_fast` where there is one (no offsets, no BatchEncoding: about twice as fast
+    as the transformers call on the same batch), else the tokenizer's own call."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and hasattr(backend, "encode_batch_fast"):
+
+        def encode_fast(texts: list[str]) -> list[list[int]]:
+            return [encoding.ids for encoding in backend.encode_batch_fast(texts, add_special_tokens=False)]
+
+        return encode_fast
 
     def encode(texts: list[str]) -> list[list[int]]:
         encoded = tokenizer(texts, add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False)
@@ -61,7 +70,7 @@ def corpus_pieces(
 ) -> Iterator[Piece]:
     """The corpus's documents in order (files as given), long `documents: file` texts in safe pieces."""
     for path in files:
-        fmt = text_format(path) if options["format"] == "auto" else options["format"]
+        fmt = file_format(path, options["format"])
         if fmt == "text" and options["documents"] == "file":
             yield from file_pieces(path, options["encoding"], encode, chunk_chars)
         else:

@@ -156,3 +156,18 @@ def test_span_corruption_reads_each_plain_text_line_once(tmp_path: Path) -> None
     assert module.documents(str(tmp_path / "pairs.jsonl")) == ["ein", "one"]
     with pytest.raises(DataError, match=r"pairs.jsonl.*--data.text_field"):
         Seq2SeqData(objective="span_corruption", text_field=None).documents(str(tmp_path / "pairs.jsonl"))
+
+
+def test_pairs_from_a_dataset_dict_split(tokenizer, tmp_path: Path) -> None:
+    """A DatasetDict folder as train_path reads its train split; the source/target fields name its columns."""
+    from datasets import Dataset, DatasetDict
+
+    rows = {"de": ["abc", "de"], "en": ["xyz", "q"]}
+    DatasetDict({"train": Dataset.from_dict(rows), "test": Dataset.from_dict(rows)}).save_to_disk(str(tmp_path / "d"))
+    data = data_module(tokenizer, train_path=str(tmp_path / "d"), source_field="de", target_field="en")
+    assert data.train_path == f"{tmp_path / 'd'}:train"
+    pairs = data.read(data.train_path, "translate: ")
+    assert [(p.source, p.target, p.where[1]) for p in pairs] == [
+        ("translate: abc", "xyz", 0),
+        ("translate: de", "q", 1),
+    ]

@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from tetraformer.data.collate import PaddingCollator
 from tetraformer.data.errors import DataError
+from tetraformer.data.hf_sources import dataset_splits
 from tetraformer.data.labels import LabelVocabulary
 from tetraformer.data.row_store import RowStore
 from tetraformer.data.spec import DataSpec
@@ -28,6 +29,9 @@ log = logging.getLogger(__name__)
 
 class TaskDataModule(L.LightningDataModule):
     """Holds the user's file paths and loader settings; subclasses build the datasets and collators.
+
+    A path that holds named splits (a DatasetDict folder, `hf:NAME`) reads `split` (default train) as the training
+    path, validation as val_path and test as test/predict_path, unless it names one (`PATH:SPLIT`).
 
     What the network needs from the data is published as one DataSpec (`spec()`, built once after `setup`);
     evaluating a checkpoint, `use_spec` gives the data the checkpoint's spec to read with instead. `init_from`
@@ -46,17 +50,15 @@ class TaskDataModule(L.LightningDataModule):
         val_fraction: float = 0.1,
         seed: int = 1234,
         init_from: str | None = None,
+        split: str | None = None,
     ) -> None:
         super().__init__()
         at_least(self, 1, batch_size=batch_size)
         at_least(self, 0, num_workers=num_workers)
         require(self, "val_fraction", val_fraction, 0 < val_fraction < 1, "must be more than 0 and less than 1")
         self.prepare_data_per_node = False  # RUN_DIR is shared by every node (checkpoints too): rank 0 prepares
-        self.train_path, self.val_path, self.test_path, self.predict_path = (
-            train_path,
-            val_path,
-            test_path,
-            predict_path,
+        self.train_path, self.val_path, self.test_path, self.predict_path = dataset_splits(
+            split, train_path, val_path, test_path, predict_path
         )
         self.tokenizer_path, self.batch_size, self.num_workers = tokenizer, batch_size, num_workers
         self.val_fraction, self.seed, self.init_from = val_fraction, seed, init_from

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tetraformer.data import DataError, LabelVocabulary
+from tetraformer.data import DataError, LabelVocabulary, resolve_files
+from tetraformer.data.hf_sources import class_names
 from tetraformer.data.spec import DataSpec
 from tetraformer.payload import PAYLOAD_KEY
 from tetraformer.training.checkpointing.stored_spec import stored_spec
@@ -53,6 +54,11 @@ class LabelledData:
     def training_vocabulary(self) -> LabelVocabulary:
         """`--data.labels` in their order, else the labels of the training split."""
         raise NotImplementedError
+
+    def source_label_names(self, column: str) -> list[str] | None:
+        """The names of the training source's ClassLabel column (a Parquet/Arrow/saved dataset's own label
+        vocabulary, in its order), else None."""
+        return class_names(resolve_files(self.require("train")), column)  # type: ignore[attr-defined]
 
     def use_labels(self, vocabulary: LabelVocabulary) -> None:
         """Encode the splits' labels with the vocabulary (an unknown label is a DataError listing the known ones)."""
