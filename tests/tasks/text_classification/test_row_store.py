@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from tasks.text_classification.data import TextClassificationData
 from tests.tasks.stored_rows import all_batches, assert_same_batches, refuse, stamps, store_names
 from tests.tasks.text_classification.conftest import labelled_rows, write_csv
 from tetraformer.data import DataError, LabelVocabulary, load_tokenizer, train_tokenizer
+from tetraformer.data import row_store as row_store_module
 from tetraformer.data.spec import DataSpec
 
 
@@ -107,6 +109,30 @@ def test_a_checkpoints_vocabulary_wins_and_an_unknown_label_names_its_row(
     first_other = next(i for i, r in enumerate(rows) if r["label"] != "sport")
     with pytest.raises(DataError, match=rf"test\.csv:{first_other + 2}: unknown label '{rows[first_other]['label']}'"):
         narrow.setup("test")
+
+
+def test_other_ranks_wait_for_the_store_and_map_it(
+    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waited: list[Path] = []
+
+    def wait(folder: Path, **options: Any) -> Any:
+        waited.append(folder)
+        raise TimeoutError("still building")
+
+    monkeypatch.setattr(row_store_module, "wait_for_store", wait)
+    rank_one = datamodule(files, tmp_path / "cache")
+    rank_one.trainer = SimpleNamespace(local_rank=1)  # not the rank that builds: it waits, it never tokenizes
+    with pytest.raises(TimeoutError):
+        rank_one.setup("fit")
+    assert [p.name.rsplit("-", 1)[0] for p in waited] == ["text_classification-train"] and not waited[0].exists()
+    monkeypatch.undo()
+    datamodule(files, tmp_path / "cache").setup("fit")  # local rank 0 (or prepare_data) builds
+    monkeypatch.setattr(data_module, "tokenize_rows", refuse)
+    rank_one = datamodule(files, tmp_path / "cache")
+    rank_one.trainer = SimpleNamespace(local_rank=1)
+    rank_one.setup("fit")
+    assert len(rank_one.datasets["train"]) + len(rank_one.datasets["val"]) == 50
 
 
 def test_prepare_builds_the_stores_that_fit_and_validate_reuse(
