@@ -73,6 +73,9 @@ class LanguageModelingData(TextDataModule):
     def prepare_data(self) -> None:
         """Train the run's tokenizer when none is configured (or retrain it when its settings or data changed), then
         build the token stores the stage reads. Global rank 0 only (data/run_tokenizer.py, data/token_store.py)."""
+        fn = self.trainer.state.fn if self.trainer is not None else None
+        if self.streaming and fn == "fit":  # before any data is read
+            check_stream_trainer(self.trainer)
         if not self.tokenizer_path:
             files = resolve_files(self.require("train"))
             if self.streaming:  # the start of the stream, not a whole pass over it
@@ -80,7 +83,6 @@ class LanguageModelingData(TextDataModule):
                 self.train_run_tokenizer_on(self.run_dir() / TOKENIZER_SAMPLE, text)
             else:
                 self.train_run_tokenizer(files)
-        fn = self.trainer.state.fn if self.trainer is not None else None
         self.stores(str(getattr(fn, "value", fn or "fit")))
 
     def store_paths(self, stage: str) -> dict[str, str]:
@@ -119,6 +121,7 @@ class LanguageModelingData(TextDataModule):
             self.tokenizer = load_tokenizer(self.tokenizer_dir())
         if stage in ("fit", "validate") and "val" not in self.datasets:
             if self.streaming:
+                check_stream_trainer(self.trainer if stage == "fit" else None)
                 self._stream(self.stores(stage), need_train=stage == "fit")
             else:
                 self._train_val(self.stores(stage), need_train=stage == "fit")
@@ -144,7 +147,6 @@ class LanguageModelingData(TextDataModule):
         self.datasets["val"] = TokenBlocks(stores.get("val") or stores["held_out"], self.block_size)
         if not need_train:
             return
-        check_stream_trainer(self.trainer)
         self.datasets["train"] = TokenStream(
             training_sources(self.require("train"), stores.get("held_out")),
             self.read_options,
