@@ -4,14 +4,18 @@ resume continues exactly."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
-from tests.tasks.language_modeling.conftest import TEXT
+from tests.tasks.language_modeling.conftest import TEXT, tiny_config
 from tests.training.resume_runs import checkpoint, same_weights
 from tetraformer.training.checkpointing.stream_loader import StreamLoader
 
@@ -70,3 +74,29 @@ def test_a_stream_without_max_steps_is_one_line(
     assert line.startswith("error: --data.streaming true reads the training files as a stream") and line.endswith(
         "set --trainer.max_steps"
     )
+
+
+@pytest.mark.distributed
+def test_two_ddp_ranks_stream_their_own_shares_and_resume_exactly(tmp_path: Path) -> None:
+    """Two gloo ranks read disjoint shares (their positions differ), the checkpoint holds both positions, and a run
+    stopped at step 3 and resumed ends with the weights of the two-rank run that never stopped."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in documents(40)), encoding="utf-8")
+    config = tmp_path / "ddp.yaml"
+
+    def fit(run: Path, *args: str) -> None:
+        options = {"train_path": str(corpus), "shuffle_blocks": 5, **STREAM}
+        config.write_text(yaml.safe_dump(tiny_config(run, **options)))
+        command = [sys.executable, "-m", "tetraformer.cli", "fit", "-c", str(config), "--trainer.strategy", "ddp"]
+        env = {**os.environ, "WANDB_MODE": "disabled"}
+        done = subprocess.run(
+            [*command, "--trainer.devices", "2", *args], env=env, capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    fit(tmp_path / "straight", "--trainer.max_steps", "6")
+    fit(tmp_path / "resumed", "--trainer.max_steps", "3")
+    fit(tmp_path / "resumed", "--trainer.max_steps", "6", "--ckpt_path", "last")
+    ranks = checkpoint(tmp_path / "straight")["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["ranks"]
+    assert [rank["taken"] for rank in ranks] == [6, 6] and ranks[0]["states"] != ranks[1]["states"]
+    assert same_weights(tmp_path / "resumed", tmp_path / "straight")
