@@ -4,6 +4,7 @@ resume continues exactly."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -28,14 +29,19 @@ def documents(n: int) -> list[str]:
 
 
 def test_streamed_fit_on_parquet_shards_validates_held_out_documents(
-    run_cli: Callable[..., Path], tmp_path: Path
+    run_cli: Callable[..., Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A glob of Parquet shards trains as a stream for max_steps, validates on its first documents, and its
-    checkpoint holds the stream's position; the run tokenizer learned from the start of the stream."""
+    checkpoint holds the stream's position; the run tokenizer learned from the start of the stream; progress lines
+    count steps against max_steps, with no epoch fraction (a stream has no length)."""
     texts = documents(30)
     for shard in range(3):
         pq.write_table(pa.table({"id": list(range(10)), "text": texts[shard::3]}), tmp_path / f"shard{shard}.parquet")
-    run = run_cli("fit", "--trainer.max_steps", "6", train_path=str(tmp_path / "*.parquet"), **STREAM)
+    caplog.set_level(logging.INFO, "tetraformer.training.callbacks.progress_lines")
+    args = ["--trainer.max_steps", "6", "--run.progress_every_n_steps", "3"]
+    run = run_cli("fit", *args, train_path=str(tmp_path / "*.parquet"), **STREAM)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    assert [line.split(" | ")[0] for line in lines] == ["step 3/6", "step 6/6"] and "epoch" not in lines[0]
     assert checkpoint(run)["global_step"] == 6
     position = checkpoint(run)["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["ranks"][0]
     assert position["taken"] == 6 and position["workers"] == 1
