@@ -12,6 +12,7 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from tests.data.letter_corpus import char_tokenizer, first_blocks, letter_docs, letters, stream
+from tetraformer.data import DataError
 from tetraformer.data.token_stream_dataset import ShareState
 from tetraformer.errors import ConfigError
 from tetraformer.training.checkpointing.stream_loader import (
@@ -102,3 +103,16 @@ def test_a_stream_needs_max_steps_and_a_step_interval(caplog: pytest.LogCaptureF
     assert not caplog.records
     check_stream_trainer(trainer(max_steps=10))
     assert "set --trainer.val_check_interval N" in caplog.text
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_bad_shard_met_by_a_worker_is_one_line(chars: PreTrainedTokenizerFast, tmp_path: Path, workers: int) -> None:
+    """A corrupt Parquet shard found mid-stream stops it with the reader's one line (file and why), not the
+    worker's traceback."""
+    files = letter_docs(tmp_path / "c", 2, 4)
+    bad = tmp_path / "c" / "bad.parquet"
+    bad.write_bytes(b"not parquet")
+    loader = StreamLoader(stream([*files, bad], chars), num_workers=workers)
+    with pytest.raises(DataError) as caught:
+        list(islice(iter(loader), 50))
+    assert str(caught.value).startswith(f"{bad}: not a readable Parquet file (") and "\n" not in str(caught.value)

@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader
 
 from tetraformer.data.token_stream_dataset import ShareState, TokenStream
-from tetraformer.errors import ConfigError
+from tetraformer.errors import ConfigError, TetraformerError
 
 log = logging.getLogger(__name__)
 STREAM_INDEX = "stream_index"  # batch entry: the batch's number in the rank's stream, taken off before the model
@@ -58,10 +58,13 @@ class StreamLoader(DataLoader):
         }
         dataset.assign(self.rank, self.world, self.shares, start % self.shares, states)
         self._in_flight.clear()
-        for offset, (batch, state) in enumerate(super().__iter__()):
-            index = start + offset
-            self._in_flight[index] = (index % self.shares, state)
-            yield {**batch, STREAM_INDEX: index}
+        try:
+            for offset, (batch, state) in enumerate(super().__iter__()):
+                index = start + offset
+                self._in_flight[index] = (index % self.shares, state)
+                yield {**batch, STREAM_INDEX: index}
+        except TetraformerError as err:
+            raise from_worker(err) from None
 
     def take(self, index: int) -> None:
         """Training took batch `index`: the position is now after it."""
@@ -131,6 +134,20 @@ def take_stream_index(batch: Any, loader: Any) -> Any:
         batch = dict(batch)
         loader.take(int(batch.pop(STREAM_INDEX)))
     return batch
+
+
+def from_worker(err: TetraformerError) -> TetraformerError:
+    """A TetraformerError with its one-line message again: torch re-raises a DataLoader worker's error with the
+    worker's whole traceback as its message."""
+    text = str(err)
+    if not text.startswith("Caught "):
+        return err
+    last = text.rstrip().splitlines()[-1]
+    message = last.removeprefix(f"{type(err).__module__}.{type(err).__name__}: ")
+    try:
+        return type(err)(message)
+    except TypeError:  # an error class taking other arguments
+        return TetraformerError(message)
 
 
 def _unchanged(item: Any) -> Any:
