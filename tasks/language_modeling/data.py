@@ -64,6 +64,7 @@ class LanguageModelingData(TextDataModule):
         }
         self.block_size, self.cache_dir = block_size, cache_dir
         self.streaming, self.shuffle_blocks, self.val_documents = streaming, shuffle_blocks, val_documents
+        self._stream_checked = False
         self._stores: dict[tuple[str, str], TokenStore] = {}  # by split and path, once mapped in this process
 
     def sequence_length(self) -> tuple[str, int]:
@@ -74,8 +75,8 @@ class LanguageModelingData(TextDataModule):
         """Train the run's tokenizer when none is configured (or retrain it when its settings or data changed), then
         build the token stores the stage reads. Global rank 0 only (data/run_tokenizer.py, data/token_store.py)."""
         fn = self.trainer.state.fn if self.trainer is not None else None
-        if self.streaming and fn == "fit":  # before any data is read
-            check_stream_trainer(self.trainer)
+        if fn == "fit":  # before any data is read
+            self._check_stream()
         if not self.tokenizer_path:
             files = resolve_files(self.require("train"))
             if self.streaming:  # the start of the stream, not a whole pass over it
@@ -121,7 +122,8 @@ class LanguageModelingData(TextDataModule):
             self.tokenizer = load_tokenizer(self.tokenizer_dir())
         if stage in ("fit", "validate") and "val" not in self.datasets:
             if self.streaming:
-                check_stream_trainer(self.trainer if stage == "fit" else None)
+                if stage == "fit":
+                    self._check_stream()
                 self._stream(self.stores(stage), need_train=stage == "fit")
             else:
                 self._train_val(self.stores(stage), need_train=stage == "fit")
@@ -141,6 +143,12 @@ class LanguageModelingData(TextDataModule):
         blocks = TokenBlocks(stores["train"], self.block_size)
         train, val = train_val_split(torch.arange(len(blocks)), self.val_fraction, self.seed)
         self.datasets["train"], self.datasets["val"] = blocks.subset(train), blocks.subset(val)
+
+    def _check_stream(self) -> None:
+        """A streamed fit's Trainer settings, checked once in each process (check_stream_trainer)."""
+        if self.streaming and not self._stream_checked:
+            check_stream_trainer(self.trainer)
+            self._stream_checked = True
 
     def _stream(self, stores: dict[str, TokenStore], need_train: bool) -> None:
         """Validation blocks of the val (or held-out) store, and the training stream after the held-out part."""
