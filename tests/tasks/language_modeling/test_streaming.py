@@ -1,0 +1,108 @@
+"""`--data.streaming true` through the CLI: a fit on Parquet shards, validated on held-out documents, that a
+resume continues exactly."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from tests.tasks.language_modeling.conftest import TEXT, tiny_config
+from tests.training.resume_runs import checkpoint, same_weights
+from tetraformer.training.checkpointing.stream_loader import StreamLoader
+
+STREAM = {"streaming": True, "val_documents": 4}
+
+
+def documents(n: int) -> list[str]:
+    """n short documents that differ."""
+    return [f"{i}: {TEXT}" for i in range(n)]
+
+
+def test_streamed_fit_on_parquet_shards_validates_held_out_documents(
+    run_cli: Callable[..., Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A glob of Parquet shards trains as a stream for max_steps, validates on its first documents, and its
+    checkpoint holds the stream's position; the run tokenizer learned from the start of the stream; progress lines
+    count steps against max_steps, with no epoch fraction (a stream has no length)."""
+    texts = documents(30)
+    for shard in range(3):
+        pq.write_table(pa.table({"id": list(range(10)), "text": texts[shard::3]}), tmp_path / f"shard{shard}.parquet")
+    caplog.set_level(logging.INFO, "tetraformer.training.callbacks.progress_lines")
+    args = ["--trainer.max_steps", "6", "--run.progress_every_n_steps", "3"]
+    run = run_cli("fit", *args, train_path=str(tmp_path / "*.parquet"), **STREAM)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    assert [line.split(" | ")[0] for line in lines] == ["step 3/6", "step 6/6"] and "epoch" not in lines[0]
+    assert checkpoint(run)["global_step"] == 6
+    position = checkpoint(run)["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["ranks"][0]
+    assert position["taken"] == 6 and position["workers"] == 1
+    assert (run / "tokenizer_corpus.txt").read_text(encoding="utf-8").startswith(texts[0])
+    metrics = (next(run.rglob("metrics.csv"))).read_text(encoding="utf-8")
+    assert "val/loss" in metrics
+
+
+@pytest.mark.parametrize("keep_position", [True, False], ids=["resumed", "position-dropped"])
+def test_streamed_run_resumed_ends_with_the_uninterrupted_weights(
+    run_cli: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_position: bool
+) -> None:
+    """Stopped at step 3 (mid shuffle window, two workers taking turns) and resumed with `--ckpt_path last`, a
+    streamed run ends with the weights of the run that never stopped; a resume that drops the stream's position
+    (negative control) ends elsewhere."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in documents(40)), encoding="utf-8")
+    options = {"train_path": str(corpus), "num_workers": 2, "shuffle_blocks": 5, **STREAM}
+    straight = run_cli("fit", "--trainer.max_steps", "7", root=tmp_path / "straight", **options)
+    resumed = run_cli("fit", "--trainer.max_steps", "3", root=tmp_path / "resumed", **options)
+    if not keep_position:
+        monkeypatch.setattr(StreamLoader, "load_state_dict", lambda self, state: None)
+    run_cli("fit", "--trainer.max_steps", "7", "--ckpt_path", "last", root=resumed, **options)
+    assert checkpoint(resumed)["global_step"] == 7
+    assert same_weights(resumed, straight) == keep_position
+
+
+def test_a_stream_without_max_steps_is_one_line(
+    run_cli: Callable[..., Path], text_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Epochs of a stream cannot end: a fit bounded by max_epochs only says to set --trainer.max_steps."""
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("fit", "--trainer.max_steps", "-1", "--trainer.max_epochs", "2", train_path=str(text_file), **STREAM)
+    assert exit_info.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("error: --data.streaming true reads the training files as a stream") and line.endswith(
+        "set --trainer.max_steps"
+    )
+
+
+@pytest.mark.distributed
+def test_two_ddp_ranks_stream_their_own_shares_and_resume_exactly(tmp_path: Path) -> None:
+    """Two gloo ranks read disjoint shares (their positions differ), the checkpoint holds both positions, and a run
+    stopped at step 3 and resumed ends with the weights of the two-rank run that never stopped."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in documents(40)), encoding="utf-8")
+    config = tmp_path / "ddp.yaml"
+
+    def fit(run: Path, *args: str) -> None:
+        options = {"train_path": str(corpus), "shuffle_blocks": 5, **STREAM}
+        config.write_text(yaml.safe_dump(tiny_config(run, **options)))
+        command = [sys.executable, "-m", "tetraformer.cli", "fit", "-c", str(config), "--trainer.strategy", "ddp"]
+        env = {**os.environ, "WANDB_MODE": "disabled"}
+        done = subprocess.run(
+            [*command, "--trainer.devices", "2", *args], env=env, capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    fit(tmp_path / "straight", "--trainer.max_steps", "6")
+    fit(tmp_path / "resumed", "--trainer.max_steps", "3")
+    fit(tmp_path / "resumed", "--trainer.max_steps", "6", "--ckpt_path", "last")
+    ranks = checkpoint(tmp_path / "straight")["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["ranks"]
+    assert [rank["taken"] for rank in ranks] == [6, 6] and ranks[0]["states"] != ranks[1]["states"]
+    assert same_weights(tmp_path / "resumed", tmp_path / "straight")
