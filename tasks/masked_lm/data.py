@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 import random
+from pathlib import Path
 from typing import Any, Literal
 
-from tasks.masked_lm.segments import pair_rows, single_rows, tokenize_documents
+from tasks.masked_lm.segments import DocumentPieces, pair_rows, single_rows, stored_documents
 from tetraformer.data import DataError, load_tokenizer, read_text, resolve_files, train_val_split
 from tetraformer.data.masking import MaskingCollator, TokenMasker
+from tetraformer.data.row_store import ROWS, Tables, tokenize_rows
+from tetraformer.data.store_rows import PositionSeed, StoreRows
 from tetraformer.errors import require
 from tetraformer.training.base.text_datamodule import TextDataModule
 
@@ -23,9 +26,12 @@ class MaskedLMData(TextDataModule):
     Rows are built once; masks are drawn when a batch is built, so every epoch sees new ones (validation
     and test rows keep fixed masks, so their losses compare across epochs). With `next_sentence` (the CLI
     links it to --model.next_sentence), rows are sentence pairs with segment ids and a next_sentence_label.
-    The TextDataModule options (paths, text_field, encoding, tokenizer_type, vocab_size, tokenizer,
-    batch_size, ...) pass through `**kwargs`.
+    Each split's rows live in a row store, built once (tokenized in batches) and reused by later runs. The
+    TextDataModule options (paths, text_field, encoding, tokenizer_type, vocab_size, tokenizer, cache_dir,
+    num_proc, batch_size, ...) pass through `**kwargs`.
     """
+
+    store_name = "masked_lm"
 
     def __init__(
         self,
@@ -57,55 +63,78 @@ class MaskedLMData(TextDataModule):
         return "--data.max_length", self.max_length
 
     def prepare_data(self) -> None:
-        """Train the run's tokenizer when none is configured, or retrain it when its settings or data changed."""
+        """Train the run's tokenizer when none is configured, or retrain it when its settings or data changed; build
+        the stage's row stores."""
         if not self.tokenizer_path:
             self.train_run_tokenizer(resolve_files(self.require("train")))
-
-    def setup(self, stage: str) -> None:
-        """Load the tokenizer, build the masking collator and the rows the stage needs."""
         if self.tokenizer is None:
             self.tokenizer = load_tokenizer(self.tokenizer_dir())
-        if self.collator is None:
-            masker = TokenMasker.from_tokenizer(self.tokenizer, mlm_probability=self.mlm_probability)
-            self.collator = MaskingCollator(masker, self.tokenizer.pad_token_id, self.whole_word_mask)
-        if stage in ("fit", "validate") and "val" not in self.datasets:
-            self._build_train_val(need_train=stage == "fit")
-        if stage == "test":
-            self.datasets["test"] = self._rows(read_text(self.require("test"), **self.read_options), "test")
-        if stage == "predict":
-            rows = read_text(self.require("predict"), **{**self.read_options, "documents": "line"})
-            self.datasets["predict"] = fill_mask_texts(list(rows["text"]), self.tokenizer.mask_token, self.predict_path)
+        self.prepare_stores()
 
-    def _build_train_val(self, need_train: bool) -> None:
-        """Rows of the train documents, and of the val files or a seeded share of the train documents."""
-        if self.val_path:
-            self.datasets["val"] = self._rows(read_text(self.val_path, **self.read_options), "val")
-            if need_train:
-                self.datasets["train"] = self._rows(read_text(self.require("train"), **self.read_options), "train")
-            return
-        train, val = train_val_split(
-            read_text(self.require("train"), **self.read_options), self.val_fraction, self.seed
-        )
-        self.datasets["train"], self.datasets["val"] = self._rows(train, "train"), self._rows(val, "val")
+    # --- row stores ----------------------------------------------------------------------------------
+    def split_paths(self, stage: str) -> dict[str, str]:
+        """fit: train and val (the val files, or a held-out share of the train documents); validate: val; test;
+        predict reads its texts as they are (no store)."""
+        stage = str(getattr(stage, "value", stage))
+        if stage == "fit":
+            return {"train": self.require("train"), "val": self.val_path or self.require("train")}
+        if stage == "validate":
+            return {"val": self.val_path or self.require("train")}
+        return {"test": self.require("test")} if stage == "test" else {}
 
-    def _rows(self, texts: Any, split: str) -> list[dict]:
-        """Training rows of a split's documents; evaluation rows carry a mask seed (fixed masks)."""
+    def held_out(self, split: str) -> bool:
+        """Whether a split is a seeded share of the training documents (no val_path)."""
+        return split in ("train", "val") and not self.val_path
+
+    def row_options(self, split: str) -> dict[str, Any]:
+        """What changes a split's rows: how text is read, the row length, next-sentence pairs (drawn from the
+        seed and split) and, for a held-out split, which share of the training documents it is."""
+        held_out = [self.val_fraction, self.seed] if self.held_out(split) else None
+        pairs = [self.seed, split] if self.next_sentence else None
+        options = {k if k != "field" else "text_field": v for k, v in self.read_options.items()}
+        return {**options, "max_length": self.max_length, "next_sentence": pairs, "held_out": held_out, "part": split}
+
+    def build_rows(self, split: str, path: str, scratch: Path) -> Tables:
+        """The split's documents, tokenized in batches (DocumentPieces), packed into rows (single_rows, pair_rows)."""
+        from datasets import Dataset
+
         cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
         if cls_id is None or sep_id is None:
             raise ValueError("masked-LM rows need the tokenizer's cls and sep tokens ([CLS]/<s>, [SEP]/</s>)")
+        texts = read_text(path, **self.read_options)
+        if self.held_out(split):
+            texts = train_val_split(texts, self.val_fraction, self.seed)[split == "val"]
         pairs = self.next_sentence
-        documents = tokenize_documents(texts["text"], self.tokenizer, self.max_length - (3 if pairs else 2))
+        encode = DocumentPieces(self.tokenizer, self.max_length - (3 if pairs else 2))
+        documents = stored_documents(tokenize_rows(texts, encode, scratch, self.num_proc, f"tokenizing {split} text"))
         if pairs:
-            rng = random.Random(f"{self.seed}-{split}")
-            rows = pair_rows(documents, cls_id, sep_id, self.max_length, rng)
+            rows = pair_rows(documents, cls_id, sep_id, self.max_length, random.Random(f"{self.seed}-{split}"))
         else:
             rows = single_rows(documents, cls_id, sep_id, self.max_length)
         if not rows:
             raise ValueError(f"the {split} data gives no rows: its documents hold no text to mask")
         log.info("%s: %d documents -> %d rows of at most %d tokens", split, len(documents), len(rows), self.max_length)
-        if split != "train":
-            rows = [{**row, "mask_seed": self.seed + i} for i, row in enumerate(rows)]
-        return rows
+        return {ROWS: Dataset.from_list(rows)}
+
+    # --- splits --------------------------------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        """Load the tokenizer, build the masking collator, map the row stores the stage needs (evaluation rows
+        carry a mask seed: fixed masks)."""
+        stage = str(getattr(stage, "value", stage))
+        if self.tokenizer is None:
+            self.tokenizer = load_tokenizer(self.tokenizer_dir())
+        if self.collator is None:
+            masker = TokenMasker.from_tokenizer(self.tokenizer, mlm_probability=self.mlm_probability)
+            self.collator = MaskingCollator(masker, self.tokenizer.pad_token_id, self.whole_word_mask)
+        for split, store in self.stores(stage).items():
+            if split not in self.datasets:
+                rows = StoreRows(store.table())
+                self.datasets[split] = (
+                    rows if split == "train" else rows.with_hook("mask", PositionSeed("mask_seed", self.seed))
+                )
+        if stage == "predict":
+            rows = read_text(self.require("predict"), **{**self.read_options, "documents": "line"})
+            self.datasets["predict"] = fill_mask_texts(list(rows["text"]), self.tokenizer.mask_token, self.predict_path)
 
     def collate(self, rows: list[Any]) -> dict[str, Any]:
         """Pad and mask a batch (fresh masks for training rows, seeded ones for evaluation rows).

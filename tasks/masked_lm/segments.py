@@ -53,14 +53,36 @@ def tokenize_documents(texts: Iterable[str], tokenizer: Any, max_tokens: int, ba
     for text in texts:
         batch.append(text)
         if len(batch) == batch_size:
-            documents += _tokenize_batch(batch, tokenizer, max_tokens)
+            documents += tokenize_batch(batch, tokenizer, max_tokens)
             batch = []
     if batch:
-        documents += _tokenize_batch(batch, tokenizer, max_tokens)
+        documents += tokenize_batch(batch, tokenizer, max_tokens)
     return [doc for doc in documents if doc]
 
 
-def _tokenize_batch(texts: list[str], tokenizer: Any, max_tokens: int) -> list[Document]:
+@dataclass(frozen=True)
+class DocumentPieces:
+    """Tokenizes a batch of documents (`tokenize_batch`) into columns a row store keeps: each document's
+    sentence pieces' ids and word starts."""
+
+    tokenizer: Any
+    max_tokens: int
+
+    def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        documents = tokenize_batch(batch["text"], self.tokenizer, self.max_tokens)
+        return {
+            "ids": [[piece.ids for piece in doc] for doc in documents],
+            "starts": [[piece.starts for piece in doc] for doc in documents],
+        }
+
+
+def stored_documents(table: Iterable[dict[str, Any]]) -> list[Document]:
+    """The documents DocumentPieces stored (those with text), as pieces again."""
+    documents = ([Piece(ids, starts) for ids, starts in zip(d["ids"], d["starts"], strict=True)] for d in table)
+    return [doc for doc in documents if doc]
+
+
+def tokenize_batch(texts: list[str], tokenizer: Any, max_tokens: int) -> list[Document]:
     """Documents of a batch of texts, all their sentences encoded in one tokenizer call."""
     sentences = [split_sentences(text) for text in texts]
     flat = [s for doc in sentences for s in doc]

@@ -7,21 +7,25 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tasks.seq2seq.reading import Pair, PairFile, read_pairs, read_parallel, read_sources
+from tasks.seq2seq.rows import PAIR_COLUMNS, PairRows, TextChunks, pair_table
 from tetraformer.data import DataError, read_text
 from tetraformer.data.files import resolve_files
 from tetraformer.data.records import RecordFormat
+from tetraformer.data.row_store import ROWS, RowStore, Tables, tokenize_rows
 from tetraformer.data.seq2seq_batch import Seq2SeqCollator
 from tetraformer.data.span_corruption import SpanCorruptionCollator, SpanCorruptor
 from tetraformer.data.splits import train_val_split
+from tetraformer.data.store_rows import PositionSeed, StoreRows
 from tetraformer.data.text import text_format
 from tetraformer.data.tokenizer import TokenizerKind, decoder_start_token
 from tetraformer.errors import at_least, require
 from tetraformer.training.base.text_datamodule import TextDataModule
 
 log = logging.getLogger(__name__)
-Row = dict[str, Any]  # input_ids, labels (absent when predicting), source, target, record; or input_ids, noise_seed
+Row = dict[str, Any]  # input_ids, source, target, record, labels (absent to predict); or input_ids (, noise_seed)
 CORPUS = "tokenizer_corpus.txt"  # RUN_DIR file of both sides' texts the run's tokenizer trains on
 Objective = Literal["pairs", "span_corruption"]
+MIXTURE, PARALLEL = "<mixture>", "<parallel files>"  # training sources that are not one path
 
 
 class Seq2SeqData(TextDataModule):
@@ -36,7 +40,11 @@ class Seq2SeqData(TextDataModule):
     JSONL (`text_field`, or a list of fields each read as texts), cut into chunks that fit `max_source_length`;
     the run's tokenizer then reserves `extra_ids` sentinels, and batches are corrupted anew
     each epoch (validation rows always the same way).
+
+    Each split's tokenized rows (or chunks) live in a row store, built once and reused by later runs.
     """
+
+    store_name = "seq2seq"
 
     def __init__(
         self,
@@ -81,17 +89,18 @@ class Seq2SeqData(TextDataModule):
         return "--data.max_source_length", self.max_source_length
 
     def prepare_data(self) -> None:
-        """Train the run's tokenizer on both sides of the training pairs, unless one is configured or inherited."""
-        if self.tokenizer_path or self.init_from:
-            return
-        if self.objective == "span_corruption":
-            texts, extra_ids = self.documents(self.require("train")), self.extra_ids
-        else:
-            texts, extra_ids = [t for pair in self.training_pairs() for t in (pair.source, pair.target)], 0
-        corpus = "".join(text.replace("\n", " ") + "\n" for text in texts)
-        self.train_run_tokenizer_on(self.run_dir() / CORPUS, corpus, extra_ids)
+        """Train the run's tokenizer on both sides of the training pairs, unless one is configured or inherited;
+        build the stage's row stores."""
+        if not (self.tokenizer_path or self.init_from):
+            if self.objective == "span_corruption":
+                texts, extra_ids = self.documents(self.require("train")), self.extra_ids
+            else:
+                texts, extra_ids = [t for pair in self.training_pairs() for t in (pair.source, pair.target)], 0
+            corpus = "".join(text.replace("\n", " ") + "\n" for text in texts)
+            self.train_run_tokenizer_on(self.run_dir() / CORPUS, corpus, extra_ids)
+        self.prepare_stores()
 
-    # --- splits --------------------------------------------------------------------------------------
+    # --- reading -------------------------------------------------------------------------------------
     def training_pairs(self) -> list[Pair]:
         """The training pairs: the mixture's files, the parallel files, or train_path."""
         if self.mixture:
@@ -122,93 +131,117 @@ class Seq2SeqData(TextDataModule):
                 texts += read_text(file, field=field, documents="line", encoding=self.encoding)["text"]
         return texts
 
+    # --- row stores ----------------------------------------------------------------------------------
+    def training_source(self) -> str:
+        """What the training split is read from: the mixture, the parallel files, or train_path."""
+        if self.objective == "pairs" and self.mixture:
+            return MIXTURE
+        if self.objective == "pairs" and (self.source_path or self.target_path):
+            return PARALLEL
+        return self.require("train")
+
+    def split_paths(self, stage: str) -> dict[str, str]:
+        """The base's splits, the training one read from `training_source`."""
+        stage = str(getattr(stage, "value", stage))
+        if stage == "fit":
+            return {"train": self.training_source(), **({"val": self.val_path} if self.val_path else {})}
+        if stage == "validate" and not self.val_path:
+            return {"train": self.training_source()}
+        return super().split_paths(stage)
+
+    def store_files(self, split: str, path: str) -> list[Path]:
+        """The mixture's files, the two parallel files, or the split's path's files."""
+        if path == MIXTURE:
+            return [file for part in self.mixture or [] for file in resolve_files(part.path)]
+        if path == PARALLEL:
+            return resolve_files([p for p in (self.source_path, self.target_path) if p])
+        return resolve_files(path)
+
+    def row_options(self, split: str) -> dict[str, Any]:
+        """What changes a split's rows: the objective, how pairs (or texts) are read, prefixed and cut."""
+        if self.objective == "span_corruption":
+            fields = self.text_field
+            return {"objective": self.objective, "text_field": fields, "encoding": self.encoding, "size": self.chunk}
+        prefixes = [[part.path, part.source_prefix] for part in self.mixture or []] if split == "train" else []
+        return {
+            "objective": self.objective,
+            "format": self.format,
+            "fields": list(self.fields),
+            "encoding": self.encoding,
+            "source_prefix": self.source_prefix,
+            "mixture_prefixes": prefixes,
+            "max_source_length": self.max_source_length,
+            "max_target_length": self.max_target_length,
+            "with_target": split != "predict",
+        }
+
+    def build_rows(self, split: str, path: str, scratch: Path) -> Tables:
+        """Chunks of the texts (span corruption), or the tokenized pairs (PairRows) of the split."""
+        from datasets import Dataset
+
+        if self.objective == "span_corruption":
+            texts = Dataset.from_dict({"text": self.documents(path)})
+            return {ROWS: tokenize_rows(texts, TextChunks(self.tokenizer, self.chunk), scratch, self.num_proc)}
+        with_target = split != "predict"
+        pairs = self.training_pairs() if split == "train" else self.read(path, self.source_prefix, with_target)
+        encode = PairRows(self.tokenizer, self.max_source_length, self.max_target_length, with_target)
+        return {ROWS: tokenize_rows(pair_table(pairs), encode, scratch, self.num_proc, f"tokenizing {split} pairs")}
+
+    @property
+    def chunk(self) -> int:
+        """Span corruption's chunk size: its corrupted input (+ sentinels, EOS) fits max_source_length."""
+        return self.max_source_length - 1
+
+    # --- splits --------------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
-        """Load the tokenizer and encode the splits the stage needs."""
+        """Map the row stores of the splits the stage needs: fit (and validate without val_path) holds out a
+        seeded share of the training rows when there is no val_path; span-corruption evaluation rows carry a seed
+        that fixes their corruption."""
+        stage = str(getattr(stage, "value", stage))
         if self.tokenizer is None:
             self.tokenizer = self.load_run_tokenizer()
+        stores = {split: self.view(store) for split, store in self.stores(stage).items()}
+        if stage in ("fit", "validate") and "val" not in self.datasets:
+            if "val" in stores:
+                self.datasets["val"] = self.checked(stores["val"], self.val_path)
+                if "train" in stores:
+                    self.datasets["train"] = self.checked(stores["train"], "training data")
+            else:
+                train, val = train_val_split(stores["train"], self.val_fraction, self.seed)
+                self.datasets["train"] = self.checked(train, "training data")
+                self.datasets["val"] = self.checked(val, "validation split")
+            self.datasets["val"] = self.seeded(self.datasets["val"])
+        if stage in ("test", "predict"):
+            self.datasets[stage] = self.seeded(self.checked(stores[stage], getattr(self, f"{stage}_path")))
+
+    def view(self, store: RowStore) -> StoreRows:
+        """A store's rows: chunks of ids (span corruption), or a pair's ids, texts, record and labels."""
+        table = store.table()
         if self.objective == "span_corruption":
-            self._setup_span_corruption(stage)
-            return
-        if stage in ("fit", "validate") and "val" not in self.datasets:
-            if self.val_path:
-                self.datasets["val"] = self.encode(self.read(self.val_path, self.source_prefix), self.val_path)
-                if stage == "fit":
-                    self.datasets["train"] = self.encode(self.training_pairs(), "training data")
-            else:
-                train, val = train_val_split(self.training_pairs(), self.val_fraction, self.seed)
-                self.datasets["train"], self.datasets["val"] = (
-                    self.encode(train, "training data"),
-                    self.encode(val, "validation split"),
-                )
-        if stage == "test":
-            self.datasets["test"] = self.encode(self.read(self.require("test"), self.source_prefix), self.test_path)
-        if stage == "predict":
-            pairs = self.read(self.require("predict"), self.source_prefix, with_target=False)
-            self.datasets["predict"] = self.encode(pairs, self.predict_path)
+            return StoreRows(table)
+        return StoreRows(table, json_columns=("record",), columns=[c for c in PAIR_COLUMNS if c in table.column_names])
 
-    def _setup_span_corruption(self, stage: str) -> None:
-        """Chunks of the text files; validation (and test) chunks carry a seed that fixes their corruption."""
-        if stage in ("fit", "validate") and "val" not in self.datasets:
-            if self.val_path:
-                self.datasets["train"], self.datasets["val"] = (
-                    self.chunks(self.require("train")),
-                    self.chunks(self.val_path),
-                )
-            else:
-                self.datasets["train"], self.datasets["val"] = train_val_split(
-                    self.chunks(self.require("train")), self.val_fraction, self.seed
-                )
-            self.datasets["val"] = [{**row, "noise_seed": i} for i, row in enumerate(self.datasets["val"])]
-        if stage == "test":
-            self.datasets["test"] = [
-                {**row, "noise_seed": i} for i, row in enumerate(self.chunks(self.require("test")))
-            ]
+    def seeded(self, rows: StoreRows) -> StoreRows:
+        """Span corruption's evaluation rows, each with a `noise_seed` (its position) that fixes its corruption."""
+        return rows.with_hook("noise_seed", PositionSeed("noise_seed")) if self.objective == "span_corruption" else rows
 
-    def chunks(self, path: str) -> list[Row]:
-        """Token chunks of every text, each short enough that its corrupted input (+ sentinels, EOS) fits."""
-        size = self.max_source_length - 1
-        ids = self.tokenizer(self.documents(path), add_special_tokens=False)["input_ids"]
-        return [{"input_ids": doc[i : i + size]} for doc in ids for i in range(0, len(doc), size)]
-
-    # --- encoding ------------------------------------------------------------------------------------
-    def encode(self, pairs: list[Pair], what: str) -> list[Row]:
-        """Token rows of pairs; over-long sources and targets truncated (keeping EOS), counted, warned once."""
-        sources = self.tokenizer([p.source for p in pairs], add_special_tokens=True)["input_ids"]
-        has_targets = pairs[0].target is not None
-        targets = self.tokenizer([p.target for p in pairs])["input_ids"] if has_targets else [None] * len(pairs)
-        rows, long = [], [0, 0]
-        for pair, source, target in zip(pairs, sources, targets, strict=True):
-            ids = self._truncate(source, self.max_source_length, long, 0)
-            text = pair.source if len(ids) == len(source) else self.tokenizer.decode(ids, skip_special_tokens=True)
-            row: Row = {"input_ids": ids, "source": text, "target": pair.target, "record": pair.record}
-            if target is not None:
-                row["labels"] = self._truncate(self._target_ids(target), self.max_target_length, long, 1)
-            rows.append(row)
-        if any(long):
+    def checked(self, rows: StoreRows, what: str | None) -> StoreRows:
+        """The rows, after one warning counting the sources and targets that were truncated."""
+        if self.objective == "span_corruption":
+            return rows
+        sources = int(rows.column("source_truncated").sum())
+        targets = int(rows.column("target_truncated").sum()) if "labels" in rows.columns else 0
+        if sources or targets:
             log.warning(
                 "%s: truncated %d of %d sources to max_source_length=%d and %d targets to max_target_length=%d tokens",
                 what,
-                long[0],
-                len(pairs),
+                sources,
+                len(rows),
                 self.max_source_length,
-                long[1],
+                targets,
                 self.max_target_length,
             )
         return rows
-
-    def _target_ids(self, ids: list[int]) -> list[int]:
-        """Decoder labels: the target's tokens without a leading BOS (the start token goes first), ending in EOS."""
-        if ids and ids[0] == self.tokenizer.bos_token_id:
-            ids = ids[1:]
-        eos = self.tokenizer.eos_token_id
-        return ids if ids and ids[-1] == eos else [*ids, eos]
-
-    def _truncate(self, ids: list[int], limit: int, counts: list[int], slot: int) -> list[int]:
-        """At most `limit` ids, keeping a final EOS; counts[slot] counts the truncated rows."""
-        if len(ids) <= limit:
-            return ids
-        counts[slot] += 1
-        return [*ids[: limit - 1], ids[-1]] if ids[-1] == self.tokenizer.eos_token_id else ids[:limit]
 
     # --- batches -------------------------------------------------------------------------------------
     def collate(self, rows: list[Row]) -> dict[str, Any]:

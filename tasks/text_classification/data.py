@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import logging
-from collections import Counter
+from pathlib import Path
 from typing import Any, Literal
 
 from torch.utils.data import DataLoader
 
-from tetraformer.data import DataError, LabelVocabulary, read_records, resolve_files
+from tasks.text_classification.rows import ClassificationRows
+from tetraformer.data import LabelVocabulary, read_records, resolve_files
 from tetraformer.data.buckets import LengthBuckets
-from tetraformer.data.records import LINE_COLUMN, SOURCE_COLUMN
+from tetraformer.data.label_columns import LabelColumn, LabelIds
+from tetraformer.data.row_store import ROWS, RowStore, Tables, tokenize_rows
+from tetraformer.data.store_rows import StoreRows
 from tetraformer.errors import at_least
 from tetraformer.training.base.labelled import LabelledData
 from tetraformer.training.base.text_datamodule import TextDataModule
 
 log = logging.getLogger(__name__)
-Row = dict[str, Any]  # input_ids, token_type_ids, then label (raw), labels (encoded), where, or record
+Row = dict[str, Any]  # input_ids, token_type_ids, label (JSON, as read), labels (encoded), _source, _line; or record
 
 
 class TextClassificationData(LabelledData, TextDataModule):
@@ -25,9 +27,13 @@ class TextClassificationData(LabelledData, TextDataModule):
     field.
 
     The label vocabulary comes from `labels`, a ClassLabel column's names or the training split (sorted); a
-    checkpoint's vocabulary wins when the CLI gives its spec (`use_spec`). The TextDataModule options (paths,
-    text_field, encoding, tokenizer_type, vocab_size, tokenizer, batch_size, ...) pass through `**kwargs`.
+    checkpoint's vocabulary wins when the CLI gives its spec (`use_spec`). Each split's tokenized rows live in a
+    row store (labels kept as read, encoded when the data is set up), built once and reused by later runs. The
+    TextDataModule options (paths, text_field, encoding, tokenizer_type, vocab_size, tokenizer, cache_dir,
+    num_proc, batch_size, ...) pass through `**kwargs`.
     """
+
+    store_name = "text_classification"
 
     def __init__(
         self,
@@ -48,40 +54,87 @@ class TextClassificationData(LabelledData, TextDataModule):
         self.multi_label, self.label_separator = multi_label, label_separator
         self.fixed_labels, self.max_length, self.bucket = labels, max_length, bucket
         self.vocabulary: LabelVocabulary | None = None
+        self.label_ids: dict[str, LabelIds] = {}  # by split: each row's label id under the vocabulary
 
-    # --- tokenizer -----------------------------------------------------------------------------------
+    # --- tokenizer and stores -----------------------------------------------------------------------
     def sequence_length(self) -> tuple[str, int]:
         """The longest sequence a batch holds, and the option that sets it."""
         return "--data.max_length", self.max_length
 
     def prepare_data(self) -> None:
-        """Train the run's tokenizer unless one is configured or the init_from source brings its own."""
+        """Train the run's tokenizer unless one is configured or the init_from source brings its own; build the
+        stage's row stores."""
         if not (self.tokenizer_path or self.init_from):
             self.train_run_tokenizer(resolve_files(self.require("train")))
+        self.prepare_stores()
+
+    def row_options(self, split: str) -> dict[str, Any]:
+        """What changes a split's rows: how records are read, labels parsed and texts cut."""
+        return {
+            "format": self.format,
+            "encoding": self.encoding,
+            "text_field": self.text_field,
+            "text_pair_field": self.pair_field,
+            "label_field": self.label_field,
+            "multi_label": self.multi_label,
+            "label_separator": self.label_separator,
+            "max_length": self.max_length,
+            "predict": split == "predict",
+        }
+
+    def build_rows(self, split: str, path: str, scratch: Path) -> Tables:
+        """The records of a split's files, tokenized (ClassificationRows) into the `rows` table."""
+        predict = split == "predict"
+        fields = [self.text_field] + ([self.pair_field] if self.pair_field else [])
+        records = read_records(path, self.format, () if predict else (*fields, self.label_field), self.encoding)
+        encode = ClassificationRows(
+            self.tokenizer,
+            self.text_field,
+            self.pair_field,
+            self.label_field,
+            self.multi_label,
+            self.label_separator,
+            self.max_length,
+            predict,
+        )
+        return {ROWS: tokenize_rows(records, encode, scratch, self.num_proc, f"tokenizing {split} records")}
 
     # --- splits --------------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
-        """Tokenize the splits the stage needs; on fit, fix the label vocabulary from the training split."""
-        if self.tokenizer is None:
-            self.tokenizer = self.load_run_tokenizer()
-        self.read_splits(stage, self.datasets, self.read)
+        """Map the row stores of the splits the stage needs; on fit, fix the label vocabulary from the training
+        split; encode every split's labels with it."""
+        self.read_stored_splits(stage, self.view)
         self.settle_labels("train" in self.datasets)
+
+    def view(self, split: str, path: str, store: RowStore) -> StoreRows:
+        """The rows of a store (records decoded to predict); rows cut to max_length are counted in one warning."""
+        rows = StoreRows(store.table(), json_columns=("record",) if split == "predict" else ())
+        truncated = int(rows.column("truncated").sum())
+        if truncated:
+            log.warning(
+                "%s: %d of %d rows are longer than max_length=%d tokens and were truncated",
+                path,
+                truncated,
+                len(rows),
+                self.max_length,
+            )
+        return rows
 
     def training_vocabulary(self) -> LabelVocabulary:
         """`--data.labels` in their order, else a ClassLabel column's names, else the training split's, sorted."""
         names = self.fixed_labels or self.source_label_names(self.label_field)
         if names:
             return LabelVocabulary(names, self.multi_label)
-        rows = self.datasets["train"]
-        return LabelVocabulary.from_data((r["label"] for r in rows), self.multi_label, (r["where"] for r in rows))
+        train = self.datasets["train"]
+        return label_column(train).vocabulary(train.indices, self.multi_label)
 
     def use_labels(self, vocabulary: LabelVocabulary) -> None:
-        """Encode every built split's labels; an unseen label is a DataError at its file and line."""
+        """Encode every labelled split's labels; an unseen label is a DataError at its file and line."""
         self.vocabulary = vocabulary
-        for rows in self.datasets.values():
-            for row in rows:
-                if "label" in row:
-                    row["labels"] = vocabulary.encode(row["label"], *row["where"])
+        for split, rows in list(self.datasets.items()):
+            if split != "predict":
+                self.label_ids[split] = label_column(rows).encode(vocabulary, rows.indices)
+                self.datasets[split] = rows.with_hook("labels", self.label_ids[split].hook())
 
     def spec_fields(self) -> dict[str, Any]:
         """The label vocabulary; with training data, the rows per label (`--model.class_weights balanced`)."""
@@ -94,65 +147,7 @@ class TextClassificationData(LabelledData, TextDataModule):
 
     def label_counts(self) -> list[int]:
         """How many training rows carry each label (class weights)."""
-        counts: Counter[int] = Counter()
-        for row in self.datasets["train"]:
-            labels = row["labels"]
-            counts.update(labels.nonzero().flatten().tolist() if self.multi_label else [labels])
-        return [counts[i] for i in range(len(self.vocabulary))]
-
-    # --- reading -------------------------------------------------------------------------------------
-    def read(self, path: str, predict: bool = False) -> list[Row]:
-        """Rows of a file (or files): token ids, segment ids, and the raw label or, to predict, the record."""
-        fields = [self.text_field] + ([self.pair_field] if self.pair_field else [])
-        required = () if predict else (*fields, self.label_field)
-        records = read_records(path, self.format, required, self.encoding)
-        texts: list[list[str]] = [[], []]
-        rows: list[Row] = []
-        for record in records:
-            where = (record[SOURCE_COLUMN], record[LINE_COLUMN])
-            for slot, field in enumerate(fields):
-                texts[slot].append(_text(record, field, where))
-            row: Row = {"where": where}
-            if predict:
-                row["record"] = {k: v for k, v in record.items() if k not in (SOURCE_COLUMN, LINE_COLUMN)}
-            else:
-                row["label"] = self.parse_label(record[self.label_field], where)
-            rows.append(row)
-        for row, encoded in zip(rows, self.encode(texts[0], texts[1] or None, path), strict=True):
-            row.update(encoded)
-        return rows
-
-    def parse_label(self, value: Any, where: tuple[str, int]) -> Any:
-        """A label as read, or for multi-label data a list (a JSON list, a delimited string or one label)."""
-        if not self.multi_label or isinstance(value, list):
-            return value
-        text = str(value).strip()
-        if self.label_separator:
-            return [part.strip() for part in text.split(self.label_separator) if part.strip()]
-        if text.startswith("["):
-            try:
-                return json.loads(text)
-            except json.JSONDecodeError as err:
-                raise DataError(f"labels are not a valid JSON list: {err.msg}", *where) from None
-        return [text] if text else []
-
-    def encode(self, texts: list[str], pairs: list[str] | None, path: str) -> list[Row]:
-        """Token ids and segment ids through the tokenizer's own template; long rows truncated, counted once."""
-        full = self.tokenizer(texts, pairs, add_special_tokens=True)["input_ids"]
-        long = [i for i, ids in enumerate(full) if len(ids) > self.max_length]
-        out = self.tokenizer(texts, pairs, truncation=bool(long), max_length=self.max_length if long else None)
-        if long:
-            log.warning(
-                "%s: %d of %d rows are longer than max_length=%d tokens and were truncated",
-                path,
-                len(long),
-                len(texts),
-                self.max_length,
-            )
-        # segment ids from the tokenizer's own template (its type ids), whether or not it returns them itself
-        types = [e.type_ids for e in out.encodings] if out.encodings else out.get("token_type_ids")
-        types = types or [[0] * len(ids) for ids in out["input_ids"]]
-        return [{"input_ids": ids, "token_type_ids": t} for ids, t in zip(out["input_ids"], types, strict=True)]
+        return self.label_ids["train"].counts(self.datasets["train"].indices, len(self.vocabulary))
 
     # --- batches -------------------------------------------------------------------------------------
     def collate(self, rows: list[Row]) -> dict[str, Any]:
@@ -165,16 +160,12 @@ class TextClassificationData(LabelledData, TextDataModule):
         if not self.bucket:
             return super().train_dataloader()
         rows = self.datasets["train"]
-        sampler = LengthBuckets([len(r["input_ids"]) for r in rows], self.batch_size, self.seed)
+        sampler = LengthBuckets(rows.lengths().tolist(), self.batch_size, self.seed)
         return self.make_loader(rows, train=True, collate_fn=self.collate, batch_sampler=sampler)
 
 
-def _text(record: dict[str, Any], field: str, where: tuple[str, int]) -> str:
-    """A record's non-empty text field; a missing field or an empty text is a DataError at the row."""
-    if field not in record or record[field] is None:
-        keys = ", ".join(repr(k) for k in record if k not in (SOURCE_COLUMN, LINE_COLUMN))
-        raise DataError(f"missing field {field!r} (keys present: {keys})", *where)
-    text = str(record[field])
-    if not text.strip():
-        raise DataError(f"empty text in field {field!r}", *where)
-    return text
+def label_column(rows: StoreRows) -> LabelColumn:
+    """The raw label column of the rows' store table, coded once per table."""
+    if "label" not in rows.memo:
+        rows.memo["label"] = LabelColumn.of(rows.table.data.column("label"), rows.location)
+    return rows.memo["label"]

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from functools import partial
+from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from torch.utils.data import DataLoader
 
+from tasks.token_classification.windows import SentenceFields, SentenceWindows, WindowLabels, sentence_table
 from tetraformer.data import DataError, LabelVocabulary
 from tetraformer.data.collate import IGNORE_INDEX, PaddingCollator
 from tetraformer.data.conll import SentenceFormat, TaggedSentence, WordSplit, join_words, read_sentences
+from tetraformer.data.label_columns import LabelColumn
+from tetraformer.data.row_store import ROWS, RowStore, Tables, tokenize_rows
 from tetraformer.data.spec import DataSpec
+from tetraformer.data.store_rows import StoreRows
 from tetraformer.data.tag_schemes import PREFIXES, canonical_scheme, split_tag, tag_problem, to_canonical
-from tetraformer.data.word_alignment import SentenceBatches, sentence_windows
+from tetraformer.data.word_alignment import SentenceBatches
 from tetraformer.errors import require
 from tetraformer.training.base.labelled import LabelledData
 from tetraformer.training.base.text_datamodule import TextDataModule
@@ -21,6 +29,7 @@ log = logging.getLogger(__name__)
 Row = dict[str, Any]  # one window: input_ids, word_labels, labels, word_index, sentence (+ record, words)
 TagScheme = Literal["IOB1", "IOB2", "BIOES", "IO"]
 WORDS_FILE = "train_words.txt"  # the training sentences as text, what the run's tokenizer is trained on
+SENTENCES = "sentences"  # the store's table of sentences as read (tags, fields, words, file and line)
 
 
 class TokenClassificationData(LabelledData, TextDataModule):
@@ -29,9 +38,13 @@ class TokenClassificationData(LabelledData, TextDataModule):
     Tags are checked against `tag_scheme` and kept in its canonical form (IOB1 becomes IOB2). The tag
     vocabulary is every tag of the scheme for each entity type the training data has (or `labels`); a
     checkpoint's vocabulary wins when the CLI gives its spec (`use_spec`). Batches hold whole sentences
-    (`batch_size` sentences, all their windows). The TextDataModule options (paths, text_field for raw text to
-    predict, encoding, tokenizer_type, vocab_size, tokenizer, batch_size, ...) pass through `**kwargs`.
+    (`batch_size` sentences, all their windows). Each split's sentences (tags as read) and windows live in a row
+    store, built once and reused by later runs. The TextDataModule options (paths, text_field for raw text to
+    predict, encoding, tokenizer_type, vocab_size, tokenizer, cache_dir, num_proc, batch_size, ...) pass through
+    `**kwargs`.
     """
+
+    store_name = "token_classification"
 
     def __init__(
         self,
@@ -57,7 +70,7 @@ class TokenClassificationData(LabelledData, TextDataModule):
         self.fixed_labels, self.label_all_subwords = labels, label_all_subwords
         self.max_length, self.stride, self.bucket = max_length, stride, bucket
         self.vocabulary: LabelVocabulary | None = None
-        self.sentences: dict[str, list[TaggedSentence]] = {}
+        self.sentences: dict[str, StoreRows] = {}  # by split: its sentences' rows in the store's `sentences` table
 
     @property
     def scheme(self) -> str:
@@ -68,25 +81,61 @@ class TokenClassificationData(LabelledData, TextDataModule):
         """The longest window a batch holds, and the option that sets it."""
         return "--data.max_length", self.max_length
 
-    # --- tokenizer -----------------------------------------------------------------------------------
+    # --- tokenizer and stores -----------------------------------------------------------------------
     def prepare_data(self) -> None:
-        """Train the run's tokenizer on the training words unless one is configured or init_from brings one."""
-        if self.tokenizer_path or self.init_from:
-            return
-        sentences = self.read(self.require("train"))
-        words = "".join(join_words(s.tokens, self.word_split) + "\n" for s in sentences)
-        self.train_run_tokenizer_on(self.run_dir() / "tokenizer_data" / WORDS_FILE, words)
+        """Train the run's tokenizer on the training words unless one is configured or init_from brings one; build
+        the stage's row stores."""
+        if not (self.tokenizer_path or self.init_from):
+            sentences = self.read(self.require("train"))
+            words = "".join(join_words(s.tokens, self.word_split) + "\n" for s in sentences)
+            self.train_run_tokenizer_on(self.run_dir() / "tokenizer_data" / WORDS_FILE, words)
+        self.prepare_stores()
+
+    def row_options(self, split: str) -> dict[str, Any]:
+        """What changes a split's windows: how sentences are read and tags checked, how windows are cut."""
+        return {
+            "format": self.format,
+            "encoding": self.encoding,
+            **self.fields,
+            "word_split": self.word_split,
+            "tag_scheme": self.tag_scheme,
+            "max_length": self.max_length,
+            "stride": self.stride,
+            "label_all_subwords": self.label_all_subwords,
+            "labelled": split != "predict",
+        }
+
+    def build_rows(self, split: str, path: str, scratch: Path) -> Tables:
+        """The sentences of a split's files (`sentences`) and their windows (`rows`, SentenceWindows)."""
+        from datasets import Dataset
+
+        labelled = split != "predict"
+        sentences = self.read(path, labelled)
+        numbered = Dataset.from_dict({"tokens": [s.tokens for s in sentences], "sentence": range(len(sentences))})
+        encode = SentenceWindows(self.tokenizer, self.max_length, self.stride, self.label_all_subwords, labelled)
+        windows = tokenize_rows(numbered, encode, scratch, self.num_proc, f"tokenizing {split} sentences")
+        return {SENTENCES: sentence_table(sentences, labelled), ROWS: windows}
 
     # --- splits --------------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
-        """Read the sentences the stage needs; on fit, fix the tag vocabulary from the training split."""
-        if self.tokenizer is None:
-            self.tokenizer = self.load_run_tokenizer()
-        self.read_splits(stage, self.sentences, lambda path, predict: self.read(path, labelled=not predict))
+        """Map the row stores the stage needs (sentences and windows); on fit, fix the tag vocabulary from the
+        training split; label every split's windows with it."""
+        self.read_stored_splits(stage, self.view, self.sentences)
         for split, sentences in self.sentences.items():
             if split not in self.datasets:
-                self.datasets[split] = self.windows(sentences, predict=split == "predict")
+                windows = sentences.memo["windows"]
+                mine = np.isin(windows.column("sentence"), sentences.indices)  # the windows of the split's sentences
+                self.datasets[split] = windows.select(np.flatnonzero(mine))
         self.settle_labels("train" in self.sentences)
+
+    def view(self, split: str, path: str, store: RowStore) -> StoreRows:
+        """A store's sentences as rows (`self.sentences`), their windows kept in the table's memo."""
+        sentences = StoreRows(store.table(SENTENCES))
+        windows = StoreRows(store.table())
+        if split == "predict":
+            windows = windows.with_hook("record", SentenceFields(sentences.table))
+        sentences.memo["windows"] = windows
+        return sentences
 
     def read(self, path: str, labelled: bool = True) -> list[TaggedSentence]:
         """The sentences of a file (or files), tags checked against the scheme and made canonical."""
@@ -111,7 +160,8 @@ class TokenClassificationData(LabelledData, TextDataModule):
         names = self.source_label_names(self.fields["tags_field"]) if self.scheme == self.tag_scheme else None
         if names and all(tag_problem(tag, self.scheme) is None for tag in names):
             return LabelVocabulary(names)
-        return LabelVocabulary(scheme_tags(self.sentences["train"], self.scheme))
+        train = self.sentences["train"]
+        return LabelVocabulary(scheme_tags(tag_column(train).tags(tag_entries(train)), self.scheme))
 
     def spec_fields(self) -> dict[str, Any]:
         """The tag vocabulary and the scheme its tags follow."""
@@ -130,29 +180,10 @@ class TokenClassificationData(LabelledData, TextDataModule):
         for split, sentences in self.sentences.items():
             if split == "predict":
                 continue
-            tag_ids = [_encode_tags(vocabulary, sentence) for sentence in sentences]
-            for row in self.datasets[split]:
-                ids = tag_ids[row["sentence"]]
-                row["labels"] = [IGNORE_INDEX if w == IGNORE_INDEX else ids[w] for w in row["word_labels"]]
-
-    def windows(self, sentences: list[TaggedSentence], predict: bool = False) -> list[Row]:
-        """The windows of every sentence, each knowing its sentence; `word_labels` say which word labels an id."""
-        rows: list[Row] = []
-        for number, sentence in enumerate(sentences):
-            words = None if predict else list(range(len(sentence.tokens)))
-            for window in sentence_windows(
-                self.tokenizer, sentence.tokens, words, self.max_length, self.stride, self.label_all_subwords
-            ):
-                row: Row = {
-                    "input_ids": window.input_ids,
-                    "word_labels": window.labels,
-                    "word_index": window.word_index,
-                    "sentence": number,
-                }
-                if predict:
-                    row["labels"], row["record"], row["words"] = window.labels, sentence.fields, sentence.tokens
-                rows.append(row)
-        return rows
+            column = tag_column(sentences)
+            ids = column.encode(vocabulary, tag_entries(sentences)).ids()
+            labels = WindowLabels(ids, sentences.memo["offsets"])
+            self.datasets[split] = self.datasets[split].with_hook("labels", labels)
 
     # --- batches -------------------------------------------------------------------------------------
     def collate(self, rows: list[Row]) -> dict[str, Any]:
@@ -176,21 +207,40 @@ class TokenClassificationData(LabelledData, TextDataModule):
     def loader(self, split: str, shuffle: bool = False) -> DataLoader:
         """Batches of whole sentences (shuffled, or with `bucket` of similar length, for training)."""
         rows = self.datasets[split]
-        lengths = [len(r["input_ids"]) for r in rows] if self.bucket and shuffle else None
-        sampler = SentenceBatches([r["sentence"] for r in rows], self.batch_size, shuffle, lengths, self.seed)
+        lengths = rows.lengths().tolist() if self.bucket and shuffle else None
+        sampler = SentenceBatches(rows.column("sentence").tolist(), self.batch_size, shuffle, lengths, self.seed)
         return self.make_loader(rows, train=shuffle, collate_fn=self.collate, batch_sampler=sampler)
 
 
-def scheme_tags(sentences: list[TaggedSentence], scheme: str) -> list[str]:
-    """O, then for each entity type in the sentences (sorted) the scheme's tags: B-X, I-X (E-X, S-X)."""
-    kinds = sorted({split_tag(tag)[1] for s in sentences for tag in s.tags or ()} - {""})
+def scheme_tags(tags: Iterable[str], scheme: str) -> list[str]:
+    """O, then for each entity type the tags have (sorted) the scheme's tags: B-X, I-X (E-X, S-X)."""
+    kinds = sorted({split_tag(tag)[1] for tag in tags} - {""})
     if not kinds:
         raise DataError("the training data has no entity tags (every tag is O)")
     return ["O", *(f"{prefix}-{kind}" for kind in kinds for prefix in PREFIXES[scheme])]
 
 
-def _encode_tags(vocabulary: LabelVocabulary, sentence: TaggedSentence) -> list[int]:
-    """A sentence's tag ids; an unknown tag names its line and the known tags."""
-    if sentence.tags is None:
-        raise DataError("sentence has tokens without tags", *sentence.where)
-    return [int(vocabulary.encode(tag, sentence.source, sentence.line_of(i))) for i, tag in enumerate(sentence.tags)]
+def tag_column(sentences: StoreRows) -> LabelColumn:
+    """Every tag of the sentences' store table, flat and coded once per table (with each sentence's offset)."""
+    if "tags" not in sentences.memo:
+        tags = sentences.table.data.column("tags").combine_chunks()
+        offsets = tags.offsets.to_numpy() - tags.offsets[0].as_py()
+        sentences.memo["offsets"] = offsets
+        sentences.memo["tags"] = LabelColumn.of(tags.flatten(), partial(_tag_line, sentences, offsets), decode=False)
+    return sentences.memo["tags"]
+
+
+def tag_entries(sentences: StoreRows) -> np.ndarray:
+    """The flat positions of these sentences' tags, sentence by sentence."""
+    tag_column(sentences)
+    offsets = sentences.memo["offsets"]
+    starts, ends = offsets[sentences.indices], offsets[sentences.indices + 1]
+    return np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)] or [np.zeros(0, np.int64)])
+
+
+def _tag_line(sentences: StoreRows, offsets: np.ndarray, entry: int) -> tuple[str, int]:
+    """(file, line) of a flat tag: its sentence's file, and the word's line (CoNLL) or the sentence's."""
+    sentence = int(np.searchsorted(offsets, entry, side="right")) - 1
+    source, line = sentences.location(sentence)
+    per_line = sentences.table.data.column("per_line")[sentence].as_py()
+    return source, (line + entry - int(offsets[sentence])) if per_line else line

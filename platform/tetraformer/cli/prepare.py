@@ -1,7 +1,8 @@
 """`tetraformer prepare -c CONFIG [--section.key=value ...]`: build what the config's fit reads, then exit.
 
-The run's tokenizer (trained when the config names none) and the token stores of the fit's splits are built as
-`fit` would build them, so a CPU-only job step (SLURM) can prepare data before the GPU job starts training at once.
+The run's tokenizer (trained when the config names none) and the stores of the fit's splits (token stores of
+language modelling, row stores of the other text tasks) are built as `fit` would build them, so a CPU-only job
+step (SLURM) can prepare data before the GPU job starts training at once.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ def prepare_command(argv: list[str]) -> None:
     data.prepare_data()
     stores = data.stores("fit")
     if not stores:
-        log.info("%s reads no token stores: its tokenizer is prepared", type(data).__name__)
+        log.info("%s reads no stores: its tokenizer is prepared", type(data).__name__)
     for split, store in stores.items():
-        size = f"{store.size_bytes / 1e6:.1f} MB"
-        sys.stdout.write(f"{split}: {store.path} ({size}, {store.n_tokens:,} {store.dtype.name} tokens)\n")
+        sys.stdout.write(f"{split}: {store.path} ({store.summary()})\n")

@@ -6,8 +6,6 @@ blocks are cut from the store later (`token_blocks`), so the block size is not p
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Iterator
@@ -18,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from tetraformer.data.errors import DataError
-from tetraformer.data.files import FileSpec, resolve_files
+from tetraformer.data.files import FileSpec, file_identities, resolve_files
 from tetraformer.data.token_store import (
     STORE_FORMAT,
     StoreWriter,
@@ -29,6 +27,7 @@ from tetraformer.data.token_store import (
     wait_for_store,
 )
 from tetraformer.data.token_stream import Encode, Piece, Progress, batch_encoder, batches, corpus_pieces
+from tetraformer.data.tokenizer import tokenizer_digest
 
 logger = logging.getLogger(__name__)
 READ_OPTIONS = ("format", "field", "documents", "encoding")  # read_text's options: each changes the tokens
@@ -53,28 +52,13 @@ def corpus_store(
 
 def corpus_key(paths: list[Path], tokenizer: Any, options: dict[str, Any]) -> dict[str, Any]:
     """What the store's ids depend on: file identities (path, size, mtime), tokenizer content, read options."""
-    stats = [(str(p.resolve()), p.stat()) for p in paths]
     return {
         "store_format": STORE_FORMAT,
-        "files": [[path, stat.st_size, stat.st_mtime_ns] for path, stat in stats],
+        "files": file_identities(paths),
         "tokenizer": tokenizer_digest(tokenizer),
         **{("text_field" if k == "field" else k): options[k] for k in READ_OPTIONS},
         "end_of_document": tokenizer.eos_token,
     }
-
-
-def tokenizer_digest(tokenizer: Any) -> str:
-    """A hash of what the tokenizer encodes with (its model, normaliser, pre-tokenizer, added tokens), not where
-    it is saved: a checkpoint's copy of a run's tokenizer keys the same stores."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        spec = json.loads(backend.to_str())
-        for setting in ("truncation", "padding"):  # call-time settings, not the encoding
-            spec.pop(setting, None)
-    else:
-        spec = {"class": type(tokenizer).__name__, "vocab": sorted(tokenizer.get_vocab().items())}
-    spec["eos_token_id"] = tokenizer.eos_token_id
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def write_corpus(writer: StoreWriter, paths: list[Path], tokenizer: Any, options: dict[str, Any]) -> dict[str, Any]:

@@ -98,3 +98,9 @@ def _has_suffix(path: Path, wanted: tuple[str, ...] | None) -> bool:
 def _suffix_note(wanted: tuple[str, ...] | None) -> str:
     """Explain the suffix filter in a 'nothing matched' message."""
     return "" if wanted is None else f" with suffix {', '.join(wanted)}"
+
+
+def file_identities(paths: Iterable[Path]) -> list[list[str | int]]:
+    """[path, size, mtime_ns] of each file (of each file inside a folder): what a store keyed by its sources checks."""
+    files = [f for p in paths for f in (sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else [p])]
+    return [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files]

@@ -76,6 +76,10 @@ class TokenStore:
         """The store's files' size on disk."""
         return sum(f.stat().st_size for f in self.path.iterdir())
 
+    def summary(self) -> str:
+        """'12.3 MB, 4,567,890 uint16 tokens' (what `tetraformer prepare` prints)."""
+        return f"{self.size_bytes / 1e6:.1f} MB, {self.n_tokens:,} {self.dtype.name} tokens"
+
     def tokens(self) -> np.ndarray:
         """The ids as a read-only memory map (an empty array for an empty store)."""
         if self.n_tokens == 0:
@@ -180,22 +184,24 @@ def build_store(folder: Path, key: dict[str, Any], dtype: np.dtype, build: Build
             **extra,
         }
         (partial / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-        return _move_into_place(partial, folder)
+        return move_into_place(partial, folder)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
 
 
-def _move_into_place(partial: Path, folder: Path) -> TokenStore:
-    """Rename the built folder to its name; when another process got there first, use its store."""
+def move_into_place(partial: Path, folder: Path, opener: Callable[[Path], Any] | None = None) -> Any:
+    """Rename a built folder to its name and open it (`opener`, a token store's by default); when another process
+    got there first, use its store."""
+    opener = opener or open_store
     try:
         os.rename(partial, folder)
     except OSError:
-        store = open_store(folder)
+        store = opener(folder)
         if store is None:
             raise
         logger.info("another process built %s first: using it", folder)
         return store
-    store = open_store(folder)
+    store = opener(folder)
     assert store is not None, folder
     return store
 
@@ -224,11 +230,15 @@ def _newest_manifest(cache: Path, name: str) -> tuple[Path, dict[str, Any]] | No
     return folder, manifest
 
 
-def wait_for_store(folder: Path, timeout_s: float = WAIT_S, poll_s: float = 1.0) -> TokenStore:
-    """The store another rank is building in `folder`, once its manifest is there; a DataError after `timeout_s`."""
+def wait_for_store(
+    folder: Path, timeout_s: float = WAIT_S, poll_s: float = 1.0, opener: Callable[[Path], Any] | None = None
+) -> Any:
+    """The store another rank is building in `folder`, once `opener` (a token store's by default) opens it; a
+    DataError after `timeout_s`."""
+    opener = opener or open_store
     deadline = time.monotonic() + timeout_s
     while True:
-        store = open_store(folder)
+        store = opener(folder)
         if store is not None:
             return store
         if time.monotonic() >= deadline:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
@@ -232,3 +234,17 @@ def _special_template(kind: TokenizerKind) -> processors.PostProcessor:
     if kind == "bpe":  # keep byte-level offsets trimmed of the leading-space marker
         return processors.Sequence([processors.ByteLevel(trim_offsets=True), template])
     return template
+
+
+def tokenizer_digest(tokenizer: Any) -> str:
+    """A hash of what the tokenizer encodes with (its model, normaliser, pre-tokenizer, added tokens), not where
+    it is saved: a checkpoint's copy of a run's tokenizer keys the same stores."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        spec = json.loads(backend.to_str())
+        for setting in ("truncation", "padding"):  # call-time settings, not the encoding
+            spec.pop(setting, None)
+    else:
+        spec = {"class": type(tokenizer).__name__, "vocab": sorted(tokenizer.get_vocab().items())}
+    spec["eos_token_id"] = tokenizer.eos_token_id
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]

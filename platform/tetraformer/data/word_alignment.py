@@ -23,6 +23,7 @@ from tetraformer.data.buckets import LengthBuckets
 from tetraformer.data.collate import IGNORE_INDEX
 
 log = logging.getLogger(__name__)
+Pieces = tuple[list[list[int]], list[int], list[int]]  # each word's subword ids, the specials before, after
 
 
 @dataclass
@@ -34,22 +35,33 @@ class Window:
     labels: list[int]  # the training label of this id, else -100
 
 
-def word_pieces(tokenizer: Any, words: list[str]) -> tuple[list[list[int]], list[int], list[int]]:
+def word_pieces(tokenizer: Any, words: list[str]) -> Pieces:
     """(subword ids of each word, the specials before the words, the specials after them).
 
     A word the tokenizer turns into nothing (e.g. a control character) gets the unknown token, so every
     word has a first subword to be predicted from.
     """
-    encoding = tokenizer(words, is_split_into_words=True, add_special_tokens=True)
-    ids, owners = encoding["input_ids"], encoding.word_ids()
-    pieces: list[list[int]] = [[] for _ in words]
+    return batch_word_pieces(tokenizer, [words])[0]
+
+
+def batch_word_pieces(tokenizer: Any, sentences: list[list[str]]) -> list[Pieces]:
+    """`word_pieces` of each sentence, all encoded in one tokenizer call (a fast tokenizer's batch)."""
+    encoding = tokenizer(sentences, is_split_into_words=True, add_special_tokens=True)
+    unk = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else tokenizer.pad_token_id
+    return [
+        _pieces(encoding["input_ids"][i], encoding.word_ids(i), len(words), unk) for i, words in enumerate(sentences)
+    ]
+
+
+def _pieces(ids: list[int], owners: list[int | None], n_words: int, unk: int) -> Pieces:
+    """Split one sentence's ids into each word's subwords and the specials around them."""
+    pieces: list[list[int]] = [[] for _ in range(n_words)]
     for token, owner in zip(ids, owners, strict=True):
         if owner is not None:
             pieces[owner].append(token)
     real = [i for i, owner in enumerate(owners) if owner is not None]
     prefix = ids[: real[0]] if real else ids[: len(ids) // 2]
     suffix = ids[real[-1] + 1 :] if real else ids[len(ids) // 2 :]
-    unk = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else tokenizer.pad_token_id
     return [p or [unk] for p in pieces], prefix, suffix
 
 
@@ -95,9 +107,11 @@ def sentence_windows(
     max_length: int,
     stride: int,
     label_all_subwords: bool = False,
+    encoded: Pieces | None = None,
 ) -> list[Window]:
-    """The windows that cover one sentence, each word predicted in exactly one of them."""
-    pieces, prefix, suffix = word_pieces(tokenizer, words)
+    """The windows that cover one sentence, each word predicted in exactly one of them (`encoded`: the sentence's
+    `word_pieces`, when a batch call encoded them already)."""
+    pieces, prefix, suffix = encoded or word_pieces(tokenizer, words)
     budget = max_length - len(prefix) - len(suffix)
     lengths = [len(p) for p in pieces]
     spans = window_spans(lengths, budget, stride)

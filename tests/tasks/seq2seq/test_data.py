@@ -31,8 +31,9 @@ def test_batches_mask_padding_in_the_loss(tokenizer, tmp_path: Path) -> None:
     """Labels end in EOS and pad with -100; decoder inputs start with the tokenizer's start token (BOS)."""
     path = tmp_path / "pairs.jsonl"
     path.write_text('{"source": "abc", "target": "xyz"}\n{"source": "a", "target": "q"}\n', encoding="utf-8")
-    data = data_module(tokenizer, train_path=str(path))
-    batch = data.collate(data.encode(data.read(str(path), ""), "pairs"))
+    data = data_module(tokenizer, test_path=str(path))
+    data.setup("test")
+    batch = data.collate(list(data.datasets["test"]))
     xyz = tokenizer.convert_tokens_to_ids(list("xyz"))
     q = tokenizer.convert_tokens_to_ids("q")
     bos, eos, pad = tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
@@ -76,9 +77,10 @@ def test_long_rows_are_truncated_counted_and_warned_once(tokenizer, tmp_path: Pa
         '{"source": "abcdefgh", "target": "ab"}\n',
         encoding="utf-8",
     )
-    data = data_module(tokenizer, max_source_length=5, max_target_length=4)
+    data = data_module(tokenizer, test_path=str(path), max_source_length=5, max_target_length=4)
     with caplog.at_level(logging.WARNING):
-        rows = data.encode(data.read(str(path), ""), str(path))
+        data.setup("test")
+    rows = list(data.datasets["test"])
     assert [len(r["input_ids"]) for r in rows] == [5, 4, 5]
     assert [len(r["labels"]) for r in rows] == [4, 3, 3]
     assert all(r["input_ids"][-1] == tokenizer.eos_token_id == r["labels"][-1] for r in rows)

@@ -31,7 +31,7 @@ def test_iob1_is_read_as_iob2_with_a_scheme_complete_vocabulary(tmp_path: Path, 
         train_path=str(train), val_path=str(train), tag_scheme="IOB1", tokenizer=str(tokenizer_dir)
     )
     data.setup("fit")
-    assert data.sentences["train"][0].tags == ["B-PER", "I-PER", "B-PER", "O", "B-LOC"]
+    assert data.sentences["train"][0]["tags"] == ["B-PER", "I-PER", "B-PER", "O", "B-LOC"]
     assert data.vocabulary.names == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
     assert data.scheme == "IOB2"
     labels = [label for label in data.datasets["train"][0]["labels"] if label != IGNORE_INDEX]

@@ -15,6 +15,7 @@ from tetraformer.data.collate import PaddingCollator
 from tetraformer.data.errors import DataError
 from tetraformer.data.hf_sources import dataset_splits
 from tetraformer.data.labels import LabelVocabulary
+from tetraformer.data.row_store import RowStore
 from tetraformer.data.spec import DataSpec
 from tetraformer.data.splits import train_val_split
 from tetraformer.data.token_store import TokenStore
@@ -109,9 +110,20 @@ class TaskDataModule(L.LightningDataModule):
             raise DataError(f"{self.init_from} stores no tokenizer: set --data.tokenizer")
         return tokenizer
 
-    def stores(self, stage: str) -> dict[str, TokenStore]:
-        """The token stores a stage reads, by split, built when missing (`tetraformer prepare`); none by default."""
+    def stores(self, stage: str) -> dict[str, TokenStore | RowStore]:
+        """The stores (token stores, row stores) a stage reads, by split, built when missing (`tetraformer prepare`);
+        none by default."""
         return {}
+
+    def split_paths(self, stage: str) -> dict[str, str]:
+        """The files a stage reads, by the split whose option names them: fit: train (and val when val_path is
+        set), validate: val (else train, read whole), test and predict: theirs."""
+        stage = str(getattr(stage, "value", stage))
+        if stage == "fit":
+            return {"train": self.require("train"), **({"val": self.val_path} if self.val_path else {})}
+        if stage == "validate":
+            return {"val": self.val_path} if self.val_path else {"train": self.require("train")}
+        return {stage: self.require(stage)} if stage in ("test", "predict") else {}
 
     def run_dir(self) -> Path:
         """The run's output directory (the Trainer's default_root_dir)."""

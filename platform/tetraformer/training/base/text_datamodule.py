@@ -1,11 +1,15 @@
-"""TextDataModule: the options every text task's datamodule shares, and the run tokenizer trained from them."""
+"""TextDataModule: the options every text task's datamodule shares, the run tokenizer trained from them, and the
+row stores (data/row_store.py) their tokenized rows are kept in."""
 
 from __future__ import annotations
 
 import codecs
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from tetraformer.data.files import resolve_files
+from tetraformer.data.row_store import RowStore, Tables, row_store
 from tetraformer.data.run_tokenizer import prepare_run_tokenizer
 from tetraformer.data.tokenizer import TokenizerKind
 from tetraformer.errors import at_least, require
@@ -19,7 +23,15 @@ class TextDataModule(TaskDataModule):
     These options, with the TaskDataModule's (paths, tokenizer, batch_size, num_workers, val_fraction, seed), reach
     it through a task's `**kwargs`, so they stay `--data.text_field` etc. A task whose default differs (a
     tokenizer type, a text field of another type) names the option in its own signature and hands it on.
+
+    A task that sets `store_name` keeps each split's tokenized rows in a row store under `cache_dir` (default
+    $TETRAFORMER_CACHE_DIR/token_stores, else ~/.cache/tetraformer/token_stores), built once with `num_proc`
+    tokenizing processes (1: the fast tokenizer's own threads encode each batch) and reused by every later run
+    with the same files, tokenizer and row options. It says what changes its rows (`row_options`) and how to build
+    them (`build_rows`).
     """
+
+    store_name: ClassVar[str] = ""  # the prefix of the task's row stores' names ("": the task keeps none)
 
     def __init__(
         self,
@@ -27,13 +39,17 @@ class TextDataModule(TaskDataModule):
         encoding: str = "utf-8",
         tokenizer_type: TokenizerKind = "wordpiece",
         vocab_size: int = 8000,
+        cache_dir: str | None = None,
+        num_proc: int = 1,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        at_least(self, 1, vocab_size=vocab_size)
+        at_least(self, 1, vocab_size=vocab_size, num_proc=num_proc)
         require(self, "encoding", encoding, known_encoding(encoding), "must be an encoding Python knows (utf-8, ...)")
         self.text_field, self.encoding = text_field, encoding
         self.tokenizer_type, self.vocab_size = tokenizer_type, vocab_size
+        self.cache_dir, self.num_proc = cache_dir, num_proc
+        self._row_stores: dict[tuple[str, str], RowStore] = {}  # by split and path, once opened in this process
 
     def train_run_tokenizer(
         self, files: list[Path], field: str | None = None, encoding: str | None = None, extra_ids: int = 0
@@ -48,6 +64,64 @@ class TextDataModule(TaskDataModule):
         """Train the run's tokenizer on `text`, kept as a UTF-8 corpus file rewritten only when the text changes."""
         write_text_if_changed(corpus, text)
         self.train_run_tokenizer([corpus], "text", "utf-8", extra_ids)
+
+    # --- row stores ----------------------------------------------------------------------------------------
+    def stores(self, stage: str) -> dict[str, Any]:
+        """The stage's row stores by split: built here when missing by global rank 0 (prepare_data, `tetraformer
+        prepare`) or local rank 0 (a node-local cache), mapped by the other ranks once built."""
+        if not self.store_name:
+            return super().stores(stage)
+        if self.tokenizer is None:
+            self.tokenizer = self.load_run_tokenizer()
+        return {split: self.split_store(split, path) for split, path in self.split_paths(stage).items()}
+
+    def prepare_stores(self) -> None:
+        """Build the row stores of the stage the trainer runs (fit without one: `tetraformer prepare`)."""
+        fn = self.trainer.state.fn if self.trainer is not None else None
+        self.stores(str(getattr(fn, "value", fn or "fit")))
+
+    def read_stored_splits(
+        self, stage: str, view: Callable[[str, str, RowStore], Any], into: MutableMapping[str, Any] | None = None
+    ) -> None:
+        """`read_splits` over the stage's row stores into `into` (the datasets by default): `view(split, path,
+        store)` gives the rows of a split."""
+        stores = self.stores(stage)
+        splits = {(path, split == "predict"): split for split, path in self.split_paths(stage).items()}
+
+        def read(path: str, predict: bool) -> Any:
+            split = splits[path, predict]
+            return view(split, path, stores[split])
+
+        self.read_splits(stage, self.datasets if into is None else into, read)
+
+    def split_store(self, split: str, path: str) -> RowStore:
+        """The row store of one split's files (opened once per process)."""
+        if (split, path) not in self._row_stores:
+            files = self.store_files(split, path)
+            build_here = self.trainer is None or self.trainer.local_rank == 0
+            options = {"task": self.store_name, **self.row_options(split)}
+            self._row_stores[split, path] = row_store(
+                f"{self.store_name}-{split}",
+                files,
+                self.tokenizer,
+                options,
+                lambda scratch: self.build_rows(split, path, scratch),
+                self.cache_dir,
+                build_here,
+            )
+        return self._row_stores[split, path]
+
+    def store_files(self, split: str, path: str) -> list[Path]:
+        """The files a split's store is built from, whose identities key it (its path's files by default)."""
+        return resolve_files(path)
+
+    def row_options(self, split: str) -> dict[str, Any]:
+        """Every option that changes a split's rows (the store's key besides files and tokenizer)."""
+        raise NotImplementedError
+
+    def build_rows(self, split: str, path: str, scratch: Path) -> Tables:
+        """Read and tokenize a split's path into the store's tables (`tokenize_rows` writes under `scratch`)."""
+        raise NotImplementedError
 
 
 def known_encoding(name: str) -> bool:

@@ -1,0 +1,90 @@
+"""Tagged sentences -> the tables of the task's row store: the sentences as read, and their subword windows."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tetraformer.data.collate import IGNORE_INDEX
+from tetraformer.data.conll import TaggedSentence
+from tetraformer.data.records import LINE_COLUMN, SOURCE_COLUMN
+from tetraformer.data.word_alignment import batch_word_pieces, sentence_windows
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+Batch = dict[str, list[Any]]
+
+
+def sentence_table(sentences: list[TaggedSentence], labelled: bool) -> Dataset:
+    """The sentences as read: words, canonical tags (when labelled), fields (JSON), file, first line, layout."""
+    from datasets import Dataset
+
+    columns: Batch = {
+        "tokens": [s.tokens for s in sentences],
+        "fields": [json.dumps(s.fields, default=str) for s in sentences],
+        SOURCE_COLUMN: [s.source for s in sentences],
+        LINE_COLUMN: [s.line for s in sentences],
+        "per_line": [s.per_line for s in sentences],
+    }
+    if labelled:
+        columns["tags"] = [s.tags for s in sentences]
+    return Dataset.from_dict(columns)
+
+
+@dataclass(frozen=True)
+class SentenceWindows:
+    """Tokenizes a batch of sentences (one tokenizer call) into windows: ids, the word each labelled id stands for
+    (`word_labels`), the word each id predicts (`word_index`) and the sentence's number."""
+
+    tokenizer: Any
+    max_length: int
+    stride: int
+    label_all_subwords: bool
+    labelled: bool
+
+    def __call__(self, batch: Batch) -> Batch:
+        out: Batch = {"input_ids": [], "word_labels": [], "word_index": [], "sentence": []}
+        pieces = batch_word_pieces(self.tokenizer, batch["tokens"])
+        for number, words, encoded in zip(batch["sentence"], batch["tokens"], pieces, strict=True):
+            labels = list(range(len(words))) if self.labelled else None
+            for window in sentence_windows(
+                self.tokenizer, words, labels, self.max_length, self.stride, self.label_all_subwords, encoded
+            ):
+                out["input_ids"].append(window.input_ids)
+                out["word_labels"].append(window.labels)
+                out["word_index"].append(window.word_index)
+                out["sentence"].append(number)
+        return out
+
+
+@dataclass(frozen=True)
+class WindowLabels:
+    """A StoreRows hook: a window's labels are its sentence's tag ids at the words it labels (`word_labels`)."""
+
+    tag_ids: np.ndarray  # every tag of the store's sentences, flat, as ids of the run's vocabulary
+    offsets: np.ndarray  # where each sentence's tags start in `tag_ids`
+
+    def __call__(self, row: dict[str, Any], stored: int, position: int) -> None:
+        start = self.offsets[row["sentence"]]
+        row["labels"] = [
+            IGNORE_INDEX if w == IGNORE_INDEX else int(self.tag_ids[start + w]) for w in row["word_labels"]
+        ]
+
+
+@dataclass(frozen=True)
+class SentenceFields:
+    """A StoreRows hook for rows to predict: labels as stored (none), the sentence's record and words."""
+
+    sentences: Dataset
+
+    def __call__(self, row: dict[str, Any], stored: int, position: int) -> None:
+        sentence = self.sentences[row["sentence"]]
+        row["labels"], row["record"], row["words"] = (
+            row["word_labels"],
+            json.loads(sentence["fields"]),
+            sentence["tokens"],
+        )
