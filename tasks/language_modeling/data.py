@@ -113,7 +113,7 @@ class LanguageModelingData(TextDataModule):
         options, name = self.read_options, f"lm-{split}"
         if split == "held_out":
             return held_out_store(name, path, self.tokenizer, options, self.val_documents, self.cache_dir, build)
-        return corpus_store(name, path, self.tokenizer, options, self.cache_dir, build)
+        return corpus_store(name, path, self.tokenizer, options, self.cache_dir, build, self.num_proc)
 
     def setup(self, stage: str) -> None:
         """Load the tokenizer and map the splits the stage needs."""

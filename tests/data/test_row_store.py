@@ -138,7 +138,7 @@ def test_other_ranks_wait_for_the_store(records: Path, tokenizer: Any, tmp_path:
     options = {"max_length": 8}
     waited = row_store("task-train", [records], tokenizer, options, _refuse, tmp_path / "cache", build_here=False)
     assert waited.path == built.path
-    with pytest.raises(DataError, match="no token store appeared in .* within 0 s"):
+    with pytest.raises(DataError, match="no store appeared in .* within 0 s"):
         wait_for_store(tmp_path / "cache" / "missing", timeout_s=0, opener=open_row_store)
     assert (built.path / MANIFEST).is_file()
 

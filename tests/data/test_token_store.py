@@ -161,7 +161,7 @@ def test_an_unwritable_cache_dir_names_the_option(corpus: Path, bpe: Any, tmp_pa
 
 
 def test_a_rank_waiting_for_a_store_that_never_comes_gets_one_line(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match="no token store appeared in .* within 0 s") as caught:
+    with pytest.raises(DataError, match="no store appeared in .* within 0 s") as caught:
         wait_for_store(tmp_path / "lm-train-0123", timeout_s=0)
     assert "\n" not in str(caught.value)
 
@@ -194,3 +194,30 @@ def _append(path: Path) -> Path:
 def _char_tokenizer(corpus: Path) -> Any:
     """A char tokenizer trained on the corpus."""
     return train_tokenizer(sorted(corpus.iterdir()), "char", 100, corpus.parent / "char")
+
+
+@pytest.mark.slow  # each pool process imports the data stack (about 5 s)
+@pytest.mark.parametrize("documents", ["file", "line"])
+def test_files_tokenized_in_processes_give_the_same_store(
+    corpus: Path, bpe: Any, tmp_path: Path, documents: str
+) -> None:
+    """`num_proc` 2 tokenizes whole files in two processes; ids and document ends equal one process's."""
+    (corpus / "c.txt").write_text(TEXT * 2000, encoding="utf-8")  # longer than one batch of pieces
+    one = build(corpus, bpe, tmp_path / "one", documents=documents)
+    two = corpus_store("lm-train", corpus, bpe, {**OPTIONS, "documents": documents}, tmp_path / "two", num_proc=2)
+    assert two.n_tokens == one.n_tokens > 0
+    assert np.array_equal(two.tokens(), one.tokens())
+    assert np.array_equal(two.doc_ends(), one.doc_ends())
+
+
+@pytest.mark.slow
+def test_a_data_error_in_a_tokenizing_process_keeps_file_and_line(bpe: Any, tmp_path: Path) -> None:
+    """A bad JSONL line read in a pool process is the same one-line DataError, naming its file and line."""
+    folder = tmp_path / "jsonl"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text('{"text": "fine"}\n', encoding="utf-8")
+    (folder / "b.jsonl").write_text('{"text": "fine"}\n{"words": "no text"}\n', encoding="utf-8")
+    with pytest.raises(DataError) as caught:
+        corpus_store("lm-train", folder, bpe, {**OPTIONS, "documents": "file"}, tmp_path / "cache", num_proc=2)
+    assert caught.value.path is not None and caught.value.path.endswith("b.jsonl")
+    assert caught.value.line == 2

@@ -243,7 +243,7 @@ def wait_for_store(
             return store
         if time.monotonic() >= deadline:
             raise DataError(
-                f"no token store appeared in {folder} within {timeout_s:.0f} s: the rank that builds it (global rank 0 "
+                f"no store appeared in {folder} within {timeout_s:.0f} s: the rank that builds it (global rank 0 "
                 f"in prepare_data, or local rank 0 for a node-local {CACHE_OPTION}) failed or is slow; build it first "
                 "with `tetraformer prepare -c CONFIG` or put --data.cache_dir on a disk every rank sees"
             )
