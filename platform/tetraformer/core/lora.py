@@ -209,3 +209,17 @@ def parameter_counts(model: nn.Module) -> tuple[int, int]:
     """(trainable, total) parameters, tied weights counted once."""
     params = {id(p): p for p in model.parameters()}.values()
     return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
+
+
+def strip_lora(model: nn.Module) -> list[str]:
+    """Merge every adapter and put a plain nn.Linear (the same tensors) back in its place; the layers' names."""
+    names = []
+    for name, layer in list(model.named_modules()):
+        if isinstance(layer, LoRALinear):
+            layer.merge()
+            plain = nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None, device="meta")
+            plain.weight, plain.bias = layer.weight, layer.bias
+            parent, _, attr = name.rpartition(".")
+            setattr(model.get_submodule(parent), attr, plain)
+            names.append(name)
+    return names
