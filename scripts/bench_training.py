@@ -12,6 +12,7 @@ hits each alike; the table shows medians over the rounds. The corpus is the repo
     python scripts/bench_training.py --size tiny --markdown
     python scripts/bench_training.py --size d256 --variants plain checkpointing compile --steps 30 --repeats 2
     python scripts/bench_training.py --size tiny --threads 1 --repeats 3     # one core per run
+    python scripts/bench_training.py --size d256 --variants plain lora --steps 30 --repeats 2   # LoRA vs full
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ VARIANTS: dict[str, list[str]] = {
     "compile+checkpointing": ["--model.compile", "true", "--model.arch.activation_checkpointing", "true"],
     "bf16-mixed": ["--trainer.precision", "bf16-mixed"],
     "bf16-true": ["--trainer.precision", "bf16-true"],
+    "lora": ["--model.lora.rank", "16", "--model.lora.save", "merged"],  # q, k, v, o adapters; the base frozen
 }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from torch import nn
 
+from tetraformer.core.lora import strip_lora
 from tetraformer.data import DataError, load_tokenizer
 from tetraformer.data.tokenizer import decoder_start_token
 from tetraformer.interop.errors import InteropError
@@ -24,8 +25,12 @@ def export_network(
     """Write a core network (and its tokenizer) as the Hugging Face architecture its family exports as.
 
     A classifier's `labels` (its label vocabulary, in output order) become config.json's id2label/label2id; the
-    tokenizer's special tokens its pad/bos/eos (and an encoder-decoder's decoder start) ids.
+    tokenizer's special tokens its pad/bos/eos (and an encoder-decoder's decoder start) ids. LoRA adapters are
+    merged into their weights first (in place: `net` becomes the plain network it exports).
     """
+    merged = strip_lora(net)
+    if merged:
+        log.info("merged the LoRA adapters of %d layers into their weights", len(merged))
     wrapper = export_class(net)
     hf_config = token_config(tokenizer, net) if tokenizer is not None else {}
     hf_config |= label_config(labels, multi_label) if labels else {}

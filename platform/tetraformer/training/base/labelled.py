@@ -20,6 +20,7 @@ class LabelledTask:
 
     spec: DataSpec | None
     label_word = "labels"
+    lora_trains_head = True  # with LoRA the classifier, new to the pretrained base, trains in full
 
     @property
     def vocabulary(self) -> LabelVocabulary | None:

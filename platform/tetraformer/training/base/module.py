@@ -17,11 +17,13 @@ from torchmetrics import Metric
 from tetraformer.accel import use_bf16_layouts
 from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.core.config import TransformerConfig
+from tetraformer.core.lora import LoRAConfig
 from tetraformer.data.collate import IGNORE_INDEX
 from tetraformer.data.spec import DataSpec
 from tetraformer.errors import TetraformerError, probability
 from tetraformer.payload import DATA_SPEC_KEY, PAYLOAD_KEY, make_payload, plain
 from tetraformer.training.base.compile import compile_blocks
+from tetraformer.training.base.lora_runs import LoRARun
 from tetraformer.training.base.optim import OptimizerConfig, build_optimizer
 from tetraformer.training.callbacks.throughput import batch_rows
 from tetraformer.training.checkpointing.loading import load_weights, starting_point
@@ -59,6 +61,7 @@ class TaskModule(L.LightningModule):
     hf_architectures: tuple[str, ...] = ()
     token_unit = "tokens"  # what `batch_tokens` counts, as the run's throughput summary names it
     needs_spec = True  # False: the network is built from `arch` alone when no DataSpec is handed over
+    lora_trains_head = False  # True: with LoRA, the task head (new to a pretrained base) trains in full
 
     def __init__(
         self,
@@ -67,6 +70,7 @@ class TaskModule(L.LightningModule):
         init_from: str | None = None,
         label_smoothing: float = 0.0,
         compile: bool = False,  # noqa: A002  (the user-facing option is --model.compile)
+        lora: LoRAConfig | None = None,
     ) -> None:
         super().__init__()
         probability(self, label_smoothing=label_smoothing)
@@ -74,6 +78,7 @@ class TaskModule(L.LightningModule):
         self.optim = optim or OptimizerConfig()
         self.init_from, self.label_smoothing = init_from, label_smoothing
         self.compile_network = compile  # not `self.compile`: that is nn.Module's method
+        self.lora = LoRARun(lora)
         self.net: nn.Module | None = None
         self.spec: DataSpec | None = None  # what the data decided (use_spec), or the checkpoint's
         self.tokenizer: Any = None
@@ -155,6 +160,7 @@ class TaskModule(L.LightningModule):
             self.net = self._pretrained_network(self.spec)
         else:
             self.net = self.make_network(self.network_config(self.spec))
+        self.lora.adapt(self, self.net)
         if self.compile_network:
             compile_blocks(self.net)
 
@@ -173,6 +179,13 @@ class TaskModule(L.LightningModule):
         net = self.make_network(cfg)
         load_weights(net, state, self.init_from)
         log.info("initialised %s from %s", type(net).__name__, self.init_from)
+        return net
+
+    def base_network(self, cfg: TransformerConfig, source: str) -> nn.Module:
+        """The network of a checkpoint's `cfg` with the weights of the base its LoRA adapters refer to."""
+        _, state = self.adapt_pretrained(cfg, starting_point(source)[1], self.spec)
+        net = self.make_network(cfg)
+        load_weights(net, state, source)
         return net
 
     def adapt_pretrained(
@@ -208,6 +221,7 @@ class TaskModule(L.LightningModule):
             wandb_run_id=next((lg.version for lg in self.loggers if isinstance(lg, WandbLogger)), None),
             **{DATA_SPEC_KEY: (self.spec or DataSpec()).state()},
         )
+        self.lora.save(self, checkpoint)
         if "hyper_parameters" in checkpoint:
             checkpoint["hyper_parameters"] = plain(dict(checkpoint["hyper_parameters"]))
 
@@ -217,7 +231,10 @@ class TaskModule(L.LightningModule):
         self.load_task_state(payload["task"])
         if self.net is None:
             self.use_spec(stored_spec(payload))
-            self.net = self.make_network(TransformerConfig.from_dict(payload["model_config"]))
+            self.net = self.lora.stored_network(self, payload) or self.make_network(
+                TransformerConfig.from_dict(payload["model_config"])
+            )
+        self.lora.load(self, checkpoint)
 
     # --- optimisation and logging ------------------------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from tetraformer.core.lora import strip_lora
 from tetraformer.data.tokenizer import load_tokenizer
 from tetraformer.payload import (
     PAYLOAD_KEY,
@@ -123,9 +124,14 @@ def source_tokenizer(source: str | Path) -> Any:
 
 
 def starting_point(source: str | Path) -> StartingPoint:
-    """(config, network weights) of a Tetraformer checkpoint, or of a directory a registered source reads."""
+    """(config, network weights) of a Tetraformer checkpoint, or of a directory a registered source reads; a
+    checkpoint of LoRA adapters gives its base with the adapters merged."""
     path = Path(source)
     if path.is_dir():
         return directory_starting_point(path)
     ckpt = read_checkpoint(path)
+    if ckpt[PAYLOAD_KEY].get("lora"):
+        net = load_network(path)[0]
+        strip_lora(net)
+        return net.cfg, net.state_dict()
     return network_config(ckpt), network_state(ckpt)
