@@ -5,23 +5,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import Tensor
 
-from tasks.language_modeling.module import LanguageModeling
+from tetraformer.core import TransformerConfig
 from tetraformer.data.chat import Message, end_of_turn_id, render_prompt, with_template
 from tetraformer.data.spec import DataSpec
+from tetraformer.training.base.causal_lm import CausalLMTask
 from tetraformer.training.base.text_generation import TextGenerationConfig
 
 
-class InstructionTuning(LanguageModeling):
-    """A GPT (LanguageModeling's network, init_from and generation) trained on chats: next-token loss on assistant
-    tokens only, padded or packed batches (position_ids and document_ids keep packed examples apart).
+class InstructionTuning(CausalLMTask):
+    """A GPT (CausalLMTask's network, init_from and generation, as language modelling's) trained on chats:
+    next-token loss on assistant tokens only, padded or packed batches (position_ids and document_ids keep packed
+    examples apart).
 
     A prompt (`generate`, validation samples, predict) is one user turn; generation stops at the end-of-turn token.
     sample_prompts defaults to the first validation conversations' last user turns.
     """
-
-    hf_architectures = ()  # `convert from-hf` makes language-modelling checkpoints; fine-tune one with init_from
 
     def __init__(self, sample_prompts: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(sample_prompts=sample_prompts, **kwargs)
@@ -33,6 +34,20 @@ class InstructionTuning(LanguageModeling):
         with_template(self.tokenizer, dict(spec.extras))
         if self.given_prompts is None:
             self.sample_prompts = list(spec.extras.get("sample_prompts", []))
+
+    def adapt_pretrained(
+        self, cfg: TransformerConfig, state: dict[str, Tensor], spec: DataSpec
+    ) -> tuple[TransformerConfig, dict[str, Tensor]]:
+        """A source embedding fewer tokens than the data's tokenizer (which gained the chat tokens) grows a row per
+        new token, each the mean of the source's rows, in its embedding and (untied) output projection."""
+        extra = spec.vocab_size - cfg.vocab_size
+        if extra <= 0 or not cfg.vocab_size:
+            return cfg, state
+        for key in ("embed.tokens.weight", "lm_head.proj.weight"):
+            if key in state:
+                rows = state[key]  # (V, D)
+                state[key] = torch.cat((rows, rows.mean(0, keepdim=True).expand(extra, -1)))
+        return cfg.replace(vocab_size=spec.vocab_size), state
 
     def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
         """Cross-entropy over the assistant tokens' labels (others are IGNORE_INDEX); it feeds the perplexity."""

@@ -10,6 +10,7 @@ from tasks.instruction_tuning.module import InstructionTuning
 from tetraformer.core import CausalLM, TransformerConfig
 from tetraformer.data import IGNORE_INDEX
 from tetraformer.data.packed_examples import PackedBins, PackedExamples, PaddedExamples
+from tetraformer.data.spec import DataSpec
 
 
 def task(cfg: TransformerConfig) -> InstructionTuning:
@@ -56,3 +57,21 @@ def test_prompt_tokens_carry_no_loss(tiny_config: Callable[..., TransformerConfi
     ignored = batch["labels"] == IGNORE_INDEX
     assert torch.all(per_position[ignored] == 0)
     assert torch.all(per_position[~ignored] > 0)
+
+
+def test_a_source_grows_rows_for_the_chat_tokens(tiny_config: Callable[..., TransformerConfig]) -> None:
+    """init_from a model whose tokenizer gained <|im_start|>/<|im_end|>: two new rows, the old ones kept."""
+    source_cfg = tiny_config(tie_embeddings=False)
+    source = CausalLM(source_cfg)
+    module = InstructionTuning(arch=source_cfg)
+    cfg, state = module.adapt_pretrained(source_cfg, dict(source.state_dict()), DataSpec(vocab_size=102))
+    net = CausalLM(cfg)
+    net.load_state_dict(state)
+    assert cfg.vocab_size == 102 and net.embed.tokens.weight.shape == (102, cfg.d_model)
+    for name in ("embed.tokens.weight", "lm_head.proj.weight"):
+        old = source.state_dict()[name]
+        torch.testing.assert_close(state[name][:100], old)
+        torch.testing.assert_close(state[name][100:], old.mean(0).expand(2, -1))
+    ids = torch.randint(0, 100, (1, 6))
+    with torch.no_grad():
+        torch.testing.assert_close(net(ids)[..., :100], source(ids))  # old tokens' logits are unchanged
