@@ -62,9 +62,14 @@ class InstructionTuning(CausalLMTask):
         """Tokens fed to the model."""
         return batch["input_ids"].numel()
 
+    @property
+    def chat_tokenizer(self) -> Any:
+        """The tokenizer, with the spec's chat template when it has none (a `--tokenizer` given to `generate`)."""
+        return with_template(self.tokenizer, dict(self.spec.extras) if self.spec is not None else {})
+
     def generation_inputs(self, prompts: list[str]) -> list[str]:
         """Each prompt as a one-turn conversation rendered up to the assistant's reply."""
-        return [render_prompt(self.tokenizer, [{"role": "user", "content": p}]) for p in prompts]
+        return [render_prompt(self.chat_tokenizer, [{"role": "user", "content": p}]) for p in prompts]
 
     def stop_token_id(self) -> int | None:
         """The end-of-turn token (data/chat.py)."""
@@ -77,4 +82,4 @@ class InstructionTuning(CausalLMTask):
         on_text: Callable[[str], None] | None = None,
     ) -> str:
         """The assistant's reply to a conversation so far (rendered with the same template as training)."""
-        return self.continue_texts([render_prompt(self.tokenizer, messages)], config, on_text)[0]
+        return self.continue_texts([render_prompt(self.chat_tokenizer, messages)], config, on_text)[0]

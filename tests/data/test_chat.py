@@ -33,13 +33,19 @@ CHAT = [
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A small byte-level BPE trained on the chat's texts, made ready to chat."""
+def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small byte-level BPE trained on the chat's texts."""
     root = tmp_path_factory.mktemp("chat_tokenizer")
     corpus = root / "corpus.txt"
     corpus.write_text("\n".join(m["content"] for m in CHAT) * 4, encoding="utf-8")
     train_tokenizer(corpus, "bpe", 300, root / "tok")
-    return chat_ready(load_tokenizer(root / "tok"))
+    return root / "tok"
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tokenizer_dir: Path) -> Any:
+    """The trained tokenizer, made ready to chat."""
+    return chat_ready(load_tokenizer(tokenizer_dir))
 
 
 def records(write: Callable[[str, str], Path], *rows: Any) -> list[list[dict[str, str]]]:
@@ -139,3 +145,11 @@ def test_a_tokenizers_own_template_is_kept(tokenizer: Any) -> None:
     ids, labels = render(tokenizer, CHAT[1:3])
     learned = [i for i, label in zip(ids, labels, strict=True) if label != IGNORE_INDEX]
     assert tokenizer.decode(learned) == "Cold."
+
+
+def test_end_of_turn_of_other_templates(tokenizer_dir: Path) -> None:
+    """A tokenizer with Llama 3's <|eot_id|> (and no <|im_end|>) ends turns there; one with neither at eos."""
+    plain = load_tokenizer(tokenizer_dir)
+    assert end_of_turn_id(plain) == plain.eos_token_id
+    plain.add_special_tokens({"additional_special_tokens": ["<|eot_id|>"]})
+    assert end_of_turn_id(plain) == plain.convert_tokens_to_ids("<|eot_id|>")

@@ -15,6 +15,8 @@ from tetraformer.data.records import Record, json_type
 ROLES = ("system", "user", "assistant")
 START_OF_TURN, END_OF_TURN = "<|im_start|>", "<|im_end|>"
 CHAT_TOKENS = [START_OF_TURN, END_OF_TURN]  # special tokens a run tokenizer gets for the default template
+# the end-of-turn tokens of ChatML (Qwen, SmolLM2), Llama 3 and Gemma templates; others end turns with eos
+END_OF_TURN_TOKENS = (END_OF_TURN, "<|eot_id|>", "<end_of_turn>")
 DEFAULT_CHAT_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
@@ -93,9 +95,9 @@ def with_template(tokenizer: Any, extras: dict[str, Any]) -> Any:
 
 
 def end_of_turn_id(tokenizer: Any) -> int | None:
-    """The token that ends an assistant turn: END_OF_TURN when the tokenizer has it, else its eos token."""
-    token = tokenizer.convert_tokens_to_ids(END_OF_TURN)
-    return token if token is not None and token != tokenizer.unk_token_id else tokenizer.eos_token_id
+    """The token that ends an assistant turn: the first of END_OF_TURN_TOKENS the tokenizer has, else its eos."""
+    vocabulary = tokenizer.get_vocab()
+    return next((vocabulary[t] for t in END_OF_TURN_TOKENS if t in vocabulary), tokenizer.eos_token_id)
 
 
 def render_prompt(tokenizer: Any, messages: list[Message]) -> str:
