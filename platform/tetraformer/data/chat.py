@@ -7,6 +7,8 @@ DEFAULT_CHAT_TEMPLATE (ChatML) and its two special tokens, CHAT_TOKENS.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
 from tetraformer.data.collate import IGNORE_INDEX
@@ -138,3 +140,27 @@ def _extend(tokenizer: Any, text: str, ids: list[int], labels: list[int], learn:
     piece = tokenizer(text, add_special_tokens=False)["input_ids"]
     ids.extend(piece)
     labels.extend(piece if learn else [IGNORE_INDEX] * len(piece))
+
+
+@dataclass(frozen=True)
+class ChatRows:
+    """Renders a batch of conversations (JSON text) into row-store rows: shifted `input_ids` and `labels` of at most
+    `max_length` tokens (`cut` says a conversation was longer), and `prompt`, its last user turn (empty without
+    one). A conversation left with no assistant token is dropped."""
+
+    tokenizer: Any
+    max_length: int
+
+    def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        out: dict[str, list[Any]] = {"input_ids": [], "labels": [], "prompt": [], "cut": []}
+        for text in batch["messages"]:
+            messages = json.loads(text)
+            ids, labels = render(self.tokenizer, messages)
+            kept = self.max_length + 1
+            if all(label == IGNORE_INDEX for label in labels[1:kept]):
+                continue
+            out["input_ids"].append(ids[:kept][:-1])
+            out["labels"].append(labels[1:kept])
+            out["prompt"].append(next((m["content"] for m in reversed(messages) if m["role"] == "user"), ""))
+            out["cut"].append(len(ids) > kept)
+        return out

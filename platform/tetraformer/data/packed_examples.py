@@ -79,11 +79,13 @@ class PackedExamples:
 
 
 class PackedBins(torch.utils.data.Dataset):
-    """A dataset of bins: item i is the list of examples of bin i (best_fit_decreasing over their lengths)."""
+    """A dataset of bins: item i is the list of examples of bin i (best_fit_decreasing over their lengths, given
+    when the examples can tell them without being read: a row store's)."""
 
-    def __init__(self, examples: Sequence[Example], capacity: int) -> None:
+    def __init__(self, examples: Sequence[Example], capacity: int, lengths: Sequence[int] | None = None) -> None:
         self.examples = examples
-        self.bins = best_fit_decreasing([len(e["input_ids"]) for e in examples], capacity)
+        lengths = [len(e["input_ids"]) for e in examples] if lengths is None else lengths
+        self.bins = best_fit_decreasing(lengths, capacity)
 
     def __len__(self) -> int:
         return len(self.bins)
