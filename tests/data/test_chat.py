@@ -14,6 +14,7 @@ from tetraformer.data import IGNORE_INDEX, DataError
 from tetraformer.data.chat import (
     DEFAULT_CHAT_TEMPLATE,
     END_OF_TURN,
+    ChatRows,
     chat_ready,
     conversation,
     end_of_turn_id,
@@ -153,3 +154,17 @@ def test_end_of_turn_of_other_templates(tokenizer_dir: Path) -> None:
     assert end_of_turn_id(plain) == plain.eos_token_id
     plain.add_special_tokens({"additional_special_tokens": ["<|eot_id|>"]})
     assert end_of_turn_id(plain) == plain.convert_tokens_to_ids("<|eot_id|>")
+
+
+def test_chat_rows_shift_cut_and_drop(tokenizer: Any) -> None:
+    """Store rows are the rendered ids shifted by one against their labels, cut to max_length; a conversation
+    whose assistant tokens all fall past the cut is dropped; the prompt is the last user turn."""
+    ids, labels = render(tokenizer, CHAT)
+    batch = {"messages": [json.dumps(CHAT)] * 2}
+    whole = ChatRows(tokenizer, len(ids))(batch)
+    assert whole["input_ids"][0] == ids[:-1] and whole["labels"][0] == labels[1:]
+    assert whole["cut"] == [False, False] and whole["prompt"][0] == "And of up?"
+    first_reply = labels.index(next(label for label in labels if label != IGNORE_INDEX))
+    cut = ChatRows(tokenizer, first_reply + 1)(batch)
+    assert cut["cut"][0] and len(cut["input_ids"][0]) == len(cut["labels"][0]) == first_reply + 1
+    assert ChatRows(tokenizer, first_reply - 1)(batch)["input_ids"] == []  # no assistant token left
