@@ -32,7 +32,7 @@ def test_nothing_reads_the_datamodule_through_the_trainer() -> None:
 
 def test_no_datamodule_reads_the_module() -> None:
     """Datamodules take what they need from their own options (the CLI links model options to them)."""
-    assert len(DATAMODULES) == 7
+    assert len(DATAMODULES) == 8
     found = [
         f"{p.relative_to(ROOT)}:{line}"
         for p in DATAMODULES

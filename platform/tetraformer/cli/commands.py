@@ -14,6 +14,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tetraformer.cli.chat import chat
 from tetraformer.cli.option_errors import output_file
 from tetraformer.cli.parser import CommandParser
 from tetraformer.cli.prepare import prepare_command
@@ -30,11 +31,16 @@ TASK_ENTRY_POINTS = "tetraformer.tasks"  # pyproject.toml: `name = "package.modu
 
 
 def generate_command(argv: list[str]) -> None:
-    """`tetraformer generate --ckpt PATH (--prompt TEXT | --prompt-file FILE) [--output OUT.jsonl]`."""
+    """`tetraformer generate --ckpt PATH (--prompt TEXT | --prompt-file FILE | --chat) [--output OUT.jsonl]`."""
     parser = CommandParser(prog="tetraformer generate", description="Generate text from a checkpoint.")
     parser.add_argument("--ckpt", required=True, help="a Tetraformer .ckpt (it holds the model and tokenizer)")
     parser.add_argument("--tokenizer", help="tokenizer folder or tokenizer.json (default: the checkpoint's own)")
-    source = parser.add_mutually_exclusive_group(required=True)
+    parser.add_argument(
+        "--chat",
+        action="store_true",
+        help="converse with an instruction-tuned checkpoint: --prompt is one user turn, else each stdin line is one",
+    )
+    source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--prompt", help="one prompt; without --output, sampled or greedy output streams to the terminal"
     )
@@ -50,6 +56,13 @@ def generate_command(argv: list[str]) -> None:
     parser.add_argument("--device", default="cuda" if _cuda() else "cpu")
     add_trust_flag(parser)
     args = parser.parse_args(argv)
+    if args.chat and (args.prompt_file is not None or args.output is not None):
+        raise ConfigError(
+            "--chat reads user turns from --prompt or stdin and writes replies to stdout: drop "
+            "--prompt-file and --output"
+        )
+    if not args.chat and args.prompt is None and args.prompt_file is None:
+        raise ConfigError("one of --prompt, --prompt-file or --chat is required")
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size {args.batch_size}: must be 1 or more")
     if args.output is not None:
@@ -57,6 +70,9 @@ def generate_command(argv: list[str]) -> None:
 
     task = load_generative_task(args.ckpt, args.tokenizer, args.device)
     config = generation_config(task.generation, generation_options(args))
+    if args.chat:
+        chat(task, args.ckpt, config, args.prompt)
+        return
     if args.prompt is not None and args.output is None:
         stream_generation(task, args.prompt, config)
         return

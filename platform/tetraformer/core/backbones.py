@@ -73,11 +73,12 @@ class TextDecoder(nn.Module):
     ) -> StackOutput:
         """(B, T) ids -> decoder output; with a cache, ids are the new tokens and the mask covers all.
 
-        position_ids (B, T) count real tokens only, so left-padded rows get absolute positions from 0.
+        position_ids (B, T) count real tokens only, so left-padded rows (and examples packed into one row, with
+        `document_ids` in `kw`) get positions from 0, absolute or rotary.
         """
         offset = cache.offset if cache is not None else 0
         x = self.embed(input_ids, offset=offset, position_ids=position_ids)
-        return self.decoder(x, attention_mask, cache=cache, **kw)
+        return self.decoder(x, attention_mask, cache=cache, position_ids=position_ids, **kw)
 
     forward = forward_features
 

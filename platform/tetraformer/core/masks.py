@@ -20,9 +20,12 @@ def combine_masks(
     k_len: int,
     offset: int = 0,
     device: torch.device | None = None,
+    documents: Tensor | None = None,
 ) -> Tensor | None:
-    """Merge a (B, Tk) key-padding mask and an optional causal mask into (B|1, 1, Tq, Tk), or None.
+    """Merge a (B, Tk) key-padding mask, an optional causal mask and (B, T) document ids into (B|1, 1, Tq, Tk).
 
+    With `documents` (self-attention without a cache: Tq == Tk), a query attends only keys of its own document,
+    so examples packed into one row never see each other. None when nothing masks.
     A query row with no key it may attend (a padding query before any real key under a causal mask)
     is allowed to attend every key instead: its output is never used, and this keeps softmax finite.
     """
@@ -33,6 +36,9 @@ def combine_masks(
         device = key_padding.device if key_padding is not None else device
         cm = causal_mask(q_len, k_len, offset, device)[None, None]  # (1, 1, Tq, Tk)
         mask = cm if mask is None else mask & cm
+    if documents is not None:
+        same = (documents[:, :, None] == documents[:, None, :])[:, None]  # (B, 1, T, T)
+        mask = same if mask is None else mask & same
     if mask is None:
         return None
     mask = mask.expand(mask.shape[0], 1, q_len, k_len)

@@ -146,9 +146,11 @@ class CausalLM(TextDecoder):
         attention_mask: Tensor | None = None,
         cache: KVCache | None = None,
         position_ids: Tensor | None = None,
+        document_ids: Tensor | None = None,
     ) -> Tensor:
-        """(B, T) ids -> (B, T, V) next-token logits."""
-        h = self.forward_features(input_ids, attention_mask, cache, position_ids).last_hidden_state
+        """(B, T) ids -> (B, T, V) next-token logits; (B, T) document_ids keep packed examples apart."""
+        kw = {"document_ids": document_ids} if document_ids is not None else {}
+        h = self.forward_features(input_ids, attention_mask, cache, position_ids, **kw).last_hidden_state
         return self.lm_head(h)
 
 

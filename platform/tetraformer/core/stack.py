@@ -14,6 +14,7 @@ from tetraformer.core.config import TransformerConfig
 from tetraformer.core.layers import Block, make_norm
 from tetraformer.core.masks import combine_masks, mask_to_bias
 from tetraformer.core.position_layers import attention_bias, rotary
+from tetraformer.core.positions import Rotary
 
 
 @dataclass
@@ -48,14 +49,23 @@ class TransformerStack(nn.Module):
         cache: KVCache | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        position_ids: Tensor | None = None,
+        document_ids: Tensor | None = None,
     ) -> StackOutput:
-        """(B, T, D) -> StackOutput. padding_mask is (B, T_total) with True on real tokens, cached ones included."""
+        """(B, T, D) -> StackOutput. padding_mask is (B, T_total) with True on real tokens, cached ones included.
+
+        Without a cache, position_ids (B, T) give rotary angles per token (else offset..offset+T: cached decoding
+        keeps its offsets, rotations being relative); document_ids (B, T) keep attention inside each document.
+        Score biases (ALiBi, T5 buckets) depend on distances only, the same inside a document wherever it starts.
+        """
         t = x.shape[1]
         offset = cache.offset if cache is not None else 0
+        if document_ids is not None and cache is not None:
+            raise ValueError("document_ids need a full forward pass: cached decoding sees one document per row")
         padding_mask, memory_mask = drop_full_mask(padding_mask), drop_full_mask(memory_mask)
-        mask, is_causal = self._self_mask(x, padding_mask, offset, cache)
+        mask, is_causal = self._self_mask(x, padding_mask, offset, cache, document_ids)
         cross_mask = combine_masks(memory_mask, False, t, memory_mask.shape[1]) if memory_mask is not None else None
-        angles = (self.rotary, *self.rotary.angles(t, offset)) if self.rotary is not None else None
+        angles = self._angles(t, offset, position_ids if cache is None else None)
         hidden, attns, cross_attns = [x], [], []
         for i, layer in enumerate(self.layers):
             x, w, cw = self._run_layer(
@@ -90,16 +100,30 @@ class TransformerStack(nn.Module):
             return checkpoint(layer, x, use_reentrant=False, **kwargs)
         return layer(x, **kwargs)
 
+    def _angles(self, t: int, offset: int, position_ids: Tensor | None) -> tuple[Rotary, Tensor, Tensor] | None:
+        """Rotary cos/sin of the new tokens: (T, R/2) for offset..offset+T, or (B, 1, T, R/2) at position_ids."""
+        if self.rotary is None:
+            return None
+        if position_ids is None:
+            return (self.rotary, *self.rotary.angles(t, offset))
+        cos, sin = self.rotary.angles(int(position_ids.max()) + 1)  # (P, R/2) each
+        return self.rotary, cos[position_ids][:, None], sin[position_ids][:, None]
+
     def _self_mask(
-        self, x: Tensor, padding_mask: Tensor | None, offset: int, cache: KVCache | None
+        self,
+        x: Tensor,
+        padding_mask: Tensor | None,
+        offset: int,
+        cache: KVCache | None,
+        documents: Tensor | None = None,
     ) -> tuple[Tensor | None, bool]:
         """Self-attention mask (boolean, or float when a position bias is folded in) and the SDPA causal flag."""
         t, k_len = x.shape[1], offset + x.shape[1]
         bias = self._position_bias(t, k_len, offset, cache)
-        if self.causal and padding_mask is None and bias is None and (offset == 0 or t == 1):
+        if self.causal and padding_mask is None and bias is None and documents is None and (offset == 0 or t == 1):
             return None, offset == 0  # the fused causal kernel; one new token may attend every key anyway
         causal = self.causal and t > 1  # one query at the last position may attend every key anyway
-        mask = combine_masks(padding_mask, causal, t, k_len, offset, x.device)
+        mask = combine_masks(padding_mask, causal, t, k_len, offset, x.device, documents)
         return mask_to_bias(mask, bias, x.dtype), False
 
     def _position_bias(self, t: int, k_len: int, offset: int, cache: KVCache | None) -> Tensor | None:

@@ -90,11 +90,24 @@ class GeneratesText:
         on_text: Callable[[str], None] | None = None,
     ) -> list[str]:
         """One output text per prompt (a continuation, or an encoder-decoder's output), decoded in eval mode."""
+        return self.continue_texts(self.generation_inputs(prompts), config, on_text)
+
+    def stop_token_id(self) -> int | None:
+        """The token that ends a generated text: the tokenizer's eos (a task may stop at another)."""
+        return self.tokenizer.eos_token_id
+
+    def continue_texts(
+        self,
+        inputs: list[str],
+        config: TextGenerationConfig | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> list[str]:
+        """One output text per network input text, decoded in eval mode."""
         was_training = self.training  # type: ignore[attr-defined]
         self.eval()  # type: ignore[attr-defined]
         try:
-            inputs = self.generation_inputs(prompts)
-            return generate_text(self.net, self.tokenizer, inputs, config or self.generation, on_text)
+            eos = self.stop_token_id()
+            return generate_text(self.net, self.tokenizer, inputs, config or self.generation, on_text, eos)
         finally:
             self.train(was_training)  # type: ignore[attr-defined]
 
@@ -105,11 +118,13 @@ def generate_text(
     prompts: list[str],
     config: TextGenerationConfig,
     on_text: Callable[[str], None] | None = None,
+    eos_token_id: int | None = None,
 ) -> list[str]:
     """Generate a continuation (decoder-only) or an output (encoder-decoder) for each prompt.
 
     `on_text` gets the text of each prompt in order: streamed piece by piece for one prompt decoded
-    token by token (sampling or greedy), else whole once decoding is done (beams, batches).
+    token by token (sampling or greedy), else whole once decoding is done (beams, batches). A row ends at
+    `eos_token_id` (default: the tokenizer's eos).
     """
     device = next(net.parameters()).device
     encoder_decoder = hasattr(net, "encode")
@@ -123,7 +138,7 @@ def generate_text(
     options["do_sample"] = config.do_sample and config.num_beams == 1
     core = GenerationConfig(
         **options,
-        eos_token_id=tokenizer.eos_token_id,
+        eos_token_id=eos_token_id if eos_token_id is not None else tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id or 0,
         decoder_start_token_id=decoder_start_token(tokenizer),
         stop=_stop_hook(tokenizer, config.stop) if config.stop else None,

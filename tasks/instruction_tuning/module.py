@@ -1,0 +1,85 @@
+"""LightningModule for instruction tuning: the language model's network, loss on assistant tokens, chat generation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from tetraformer.core import TransformerConfig
+from tetraformer.data.chat import Message, end_of_turn_id, render_prompt, with_template
+from tetraformer.data.spec import DataSpec
+from tetraformer.training.base.causal_lm import CausalLMTask
+from tetraformer.training.base.text_generation import TextGenerationConfig
+
+
+class InstructionTuning(CausalLMTask):
+    """A GPT (CausalLMTask's network, init_from and generation, as language modelling's) trained on chats:
+    next-token loss on assistant tokens only, padded or packed batches (position_ids and document_ids keep packed
+    examples apart).
+
+    A prompt (`generate`, validation samples, predict) is one user turn; generation stops at the end-of-turn token.
+    sample_prompts defaults to the first validation conversations' last user turns.
+    """
+
+    def __init__(self, sample_prompts: list[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(sample_prompts=sample_prompts, **kwargs)
+        self.given_prompts = sample_prompts
+
+    def use_spec(self, spec: DataSpec) -> None:
+        """Take the data's spec; the tokenizer gets back the chat template the spec keeps."""
+        super().use_spec(spec)
+        with_template(self.tokenizer, dict(spec.extras))
+        if self.given_prompts is None:
+            self.sample_prompts = list(spec.extras.get("sample_prompts", []))
+
+    def adapt_pretrained(
+        self, cfg: TransformerConfig, state: dict[str, Tensor], spec: DataSpec
+    ) -> tuple[TransformerConfig, dict[str, Tensor]]:
+        """A source embedding fewer tokens than the data's tokenizer (which gained the chat tokens) grows a row per
+        new token, each the mean of the source's rows, in its embedding and (untied) output projection."""
+        extra = spec.vocab_size - cfg.vocab_size
+        if extra <= 0 or not cfg.vocab_size:
+            return cfg, state
+        for key in ("embed.tokens.weight", "lm_head.proj.weight"):
+            if key in state:
+                rows = state[key]  # (V, D)
+                state[key] = torch.cat((rows, rows.mean(0, keepdim=True).expand(extra, -1)))
+        return cfg.replace(vocab_size=spec.vocab_size), state
+
+    def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
+        """Cross-entropy over the assistant tokens' labels (others are IGNORE_INDEX); it feeds the perplexity."""
+        labels = batch["labels"]  # (B, T), already shifted: labels[t] follows input_ids[t]
+        logits = self.net(  # (B, T, V)
+            batch["input_ids"], position_ids=batch.get("position_ids"), document_ids=batch.get("document_ids")
+        )
+        loss = self.cross_entropy(logits, labels)
+        return {"loss": loss, "preds": loss.detach(), "targets": labels}
+
+    def batch_tokens(self, batch: dict[str, Tensor]) -> int:
+        """Tokens fed to the model."""
+        return batch["input_ids"].numel()
+
+    @property
+    def chat_tokenizer(self) -> Any:
+        """The tokenizer, with the spec's chat template when it has none (a `--tokenizer` given to `generate`)."""
+        return with_template(self.tokenizer, dict(self.spec.extras) if self.spec is not None else {})
+
+    def generation_inputs(self, prompts: list[str]) -> list[str]:
+        """Each prompt as a one-turn conversation rendered up to the assistant's reply."""
+        return [render_prompt(self.chat_tokenizer, [{"role": "user", "content": p}]) for p in prompts]
+
+    def stop_token_id(self) -> int | None:
+        """The end-of-turn token (data/chat.py)."""
+        return end_of_turn_id(self.tokenizer)
+
+    def chat(
+        self,
+        messages: list[Message],
+        config: TextGenerationConfig | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> str:
+        """The assistant's reply to a conversation so far (rendered with the same template as training)."""
+        return self.continue_texts([render_prompt(self.chat_tokenizer, messages)], config, on_text)[0]

@@ -1,0 +1,68 @@
+"""Fixtures for instruction-tuning runs through the `tetraformer` CLI, in-process, on the packaged chat JSONL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.cli_runner import DATA_SEED, TEST_SEED, config_runner
+from tetraformer.cli import main
+
+CHATS = Path(__file__).parents[3] / "configs" / "instruction_tuning" / "chat_tiny.jsonl"
+
+
+def tiny_config(root: Path, **data: object) -> dict:
+    """A config for a very small chat model (rotary, packed batches) that trains in seconds on 2 cores."""
+    return {
+        "seed_everything": TEST_SEED,
+        "trainer": {
+            "default_root_dir": str(root),
+            "max_steps": 6,
+            "val_check_interval": 3,
+            "check_val_every_n_epoch": None,
+            "log_every_n_steps": 1,
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "accelerator": "cpu",
+            "devices": 1,
+        },
+        "model": {
+            "class_path": "tasks.instruction_tuning.module.InstructionTuning",
+            "init_args": {
+                "arch": {"d_model": 32, "n_heads": 2, "n_layers": 2, "d_ff": 64, "max_len": 96, "position": "rotary"},
+                "optim": {"lr": 3e-3, "warmup_steps": 2, "schedule": "constant", "weight_decay": 0.0},
+                "generation": {"max_new_tokens": 6, "do_sample": False},
+            },
+        },
+        "data": {
+            "class_path": "tasks.instruction_tuning.data.InstructionTuningData",
+            "init_args": {
+                "train_path": str(CHATS),
+                "vocab_size": 300,
+                "max_length": 96,
+                "batch_size": 4,
+                "seed": DATA_SEED,
+                **data,
+            },
+        },
+        "run": {"wandb": "disabled"},
+    }
+
+
+@pytest.fixture
+def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
+    """Write a tiny config (with data overrides) and run `tetraformer SUBCOMMAND -c it ARGS...`; returns the run dir."""
+    return config_runner(tmp_path, monkeypatch, tiny_config)
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny packed run (6 steps on the packaged chats), shared read-only by tests that need a checkpoint."""
+    root = tmp_path_factory.mktemp("chat_trained")
+    config = root / "fit.yaml"
+    config.write_text(yaml.safe_dump(tiny_config(root / "run", batching="packed")))
+    main(["fit", "-c", str(config)])
+    return root / "run"

@@ -1,0 +1,77 @@
+"""The task's loss: assistant tokens only, and the same whether examples are padded or packed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from tasks.instruction_tuning.module import InstructionTuning
+from tetraformer.core import CausalLM, TransformerConfig
+from tetraformer.data import IGNORE_INDEX
+from tetraformer.data.packed_examples import PackedBins, PackedExamples, PaddedExamples
+from tetraformer.data.spec import DataSpec
+
+
+def task(cfg: TransformerConfig) -> InstructionTuning:
+    """The task module with a tiny network of its own (no data needed to compute a loss)."""
+    module = InstructionTuning(arch=cfg)
+    module.net = CausalLM(cfg)
+    return module
+
+
+def examples(n: int) -> list[dict[str, list[int]]]:
+    """Shifted examples of random lengths whose labels are random ids on a random stretch, IGNORE_INDEX elsewhere."""
+    rows = []
+    for _ in range(n):
+        length = int(torch.randint(4, 20, ()))
+        ids = torch.randint(3, 100, (length,)).tolist()
+        start = int(torch.randint(1, length - 1, ()))
+        labels = [IGNORE_INDEX] * start + torch.randint(3, 100, (length - start,)).tolist()
+        rows.append({"input_ids": ids, "labels": labels})
+    return rows
+
+
+def test_packed_and_padded_batches_give_the_same_loss(tiny_config: Callable[..., TransformerConfig]) -> None:
+    """Packing examples (positions restarting, no attention across them) changes neither the loss nor its tokens."""
+    module = task(tiny_config(position="rotary")).eval()
+    rows = examples(7)
+    padded = PaddedExamples(0)(rows)
+    bins = PackedBins(rows, capacity=32)
+    packed = PackedExamples(0)([bins[i] for i in range(len(bins))])
+    assert len(bins) < len(rows)  # several examples share a row
+    with torch.no_grad():
+        a, b = module.compute(padded, "val"), module.compute(packed, "val")
+    torch.testing.assert_close(a["loss"], b["loss"], atol=1e-5, rtol=1e-5)
+    assert (a["targets"] != IGNORE_INDEX).sum() == (b["targets"] != IGNORE_INDEX).sum()
+
+
+def test_prompt_tokens_carry_no_loss(tiny_config: Callable[..., TransformerConfig]) -> None:
+    """The loss's gradient is zero at every position whose target is a prompt token, and not at the assistant's."""
+    module = task(tiny_config())
+    batch = PaddedExamples(0)(examples(3))
+    logits = module.net(batch["input_ids"]).detach().requires_grad_()
+    module.net.forward = lambda *args, **kwargs: logits  # the compute's logits, to take their gradient
+    module.compute(batch, "train")["loss"].backward()
+    per_position = logits.grad.abs().sum(-1)  # (B, T)
+    ignored = batch["labels"] == IGNORE_INDEX
+    assert torch.all(per_position[ignored] == 0)
+    assert torch.all(per_position[~ignored] > 0)
+
+
+def test_a_source_grows_rows_for_the_chat_tokens(tiny_config: Callable[..., TransformerConfig]) -> None:
+    """init_from a model whose tokenizer gained <|im_start|>/<|im_end|>: two new rows, the old ones kept."""
+    source_cfg = tiny_config(tie_embeddings=False)
+    source = CausalLM(source_cfg)
+    module = InstructionTuning(arch=source_cfg)
+    cfg, state = module.adapt_pretrained(source_cfg, dict(source.state_dict()), DataSpec(vocab_size=102))
+    net = CausalLM(cfg)
+    net.load_state_dict(state)
+    assert cfg.vocab_size == 102 and net.embed.tokens.weight.shape == (102, cfg.d_model)
+    for name in ("embed.tokens.weight", "lm_head.proj.weight"):
+        old = source.state_dict()[name]
+        torch.testing.assert_close(state[name][:100], old)
+        torch.testing.assert_close(state[name][100:], old.mean(0).expand(2, -1))
+    ids = torch.randint(0, 100, (1, 6))
+    with torch.no_grad():
+        torch.testing.assert_close(net(ids)[..., :100], source(ids))  # old tokens' logits are unchanged
