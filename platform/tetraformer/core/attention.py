@@ -1,4 +1,8 @@
-"""Multi-head self- and cross-attention over SDPA, with an eager path that returns weights."""
+"""Multi-head self- and cross-attention over SDPA, with an eager path that returns weights.
+
+With n_kv_heads < n_heads (grouped-query attention) keys and values have fewer heads, each shared by
+n_heads / n_kv_heads query heads; the KV cache stores only the key/value heads.
+"""
 
 from __future__ import annotations
 
@@ -16,14 +20,15 @@ class Attention(nn.Module):
 
     def __init__(self, cfg: TransformerConfig, cross: bool = False) -> None:
         super().__init__()
-        self.cross, self.n_heads, self.head_dim = cross, cfg.n_heads, cfg.head_dim
+        self.cross, self.n_heads, self.n_kv_heads, self.head_dim = cross, cfg.n_heads, cfg.kv_heads, cfg.head_dim
         self.inner, self.backend, self.dropout = cfg.inner_dim, cfg.attention, cfg.attn_dropout
+        self.kv_inner = cfg.kv_heads * cfg.head_dim
         self.scale = cfg.head_dim**-0.5 if cfg.scale_attention else 1.0
         if cross:
             self.q = nn.Linear(cfg.d_model, self.inner, bias=cfg.use_qkv_bias)
-            self.kv = nn.Linear(cfg.d_model, 2 * self.inner, bias=cfg.use_qkv_bias)
+            self.kv = nn.Linear(cfg.d_model, 2 * self.kv_inner, bias=cfg.use_qkv_bias)
         else:
-            self.qkv = nn.Linear(cfg.d_model, 3 * self.inner, bias=cfg.use_qkv_bias)
+            self.qkv = nn.Linear(cfg.d_model, self.inner + 2 * self.kv_inner, bias=cfg.use_qkv_bias)
         self.out = nn.Linear(self.inner, cfg.d_model, bias=cfg.bias)
 
     def forward(
@@ -37,14 +42,16 @@ class Attention(nn.Module):
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """(B, T, D) -> (B, T, D); mask is boolean "may attend" or an additive float bias (B|1, H|1, T, S)."""
-        q, k, v = self._project(x, memory, cache)  # (B, H, T, Dh), (B, H, S, Dh) x2
+        q, k, v = self._project(x, memory, cache)  # (B, H, T, Dh), (B, Hkv, S, Dh) x2
         if rotary is not None:
             rope, cos, sin = rotary  # angles of the new positions only
             q, k = rope(q, cos, sin), rope(k, cos, sin)
         if cache is not None and not self.cross:
             k, v = cache.append(k, v)
-        dropout = self.dropout if self.training else 0.0
+        dropout, grouped = self.dropout if self.training else 0.0, self.n_kv_heads != self.n_heads
         if need_weights or self.backend == "eager":
+            if grouped:
+                k, v = (t.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1) for t in (k, v))  # (B, H, S, Dh)
             y, weights = eager_attention(q, k, v, mask, is_causal, self.scale, dropout)
         else:
             y = F.scaled_dot_product_attention(
@@ -55,6 +62,7 @@ class Attention(nn.Module):
                 dropout_p=dropout,
                 is_causal=is_causal and mask is None,
                 scale=self.scale,
+                enable_gqa=grouped,
             )
             weights = None
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.inner)  # (B, T, H*Dh)
@@ -63,22 +71,21 @@ class Attention(nn.Module):
     def _project(self, x: Tensor, memory: Tensor | None, cache: LayerCache | None) -> tuple[Tensor, Tensor, Tensor]:
         """Queries from x; keys/values from x (self) or the memory (cross, computed once per cache)."""
         if not self.cross:
-            q, k, v = self._heads(self.qkv(x))
-            return q, k, v
-        q = self._heads(self.q(x))[0]
+            q, k, v = self.qkv(x).split((self.inner, self.kv_inner, self.kv_inner), dim=-1)
+            return self._heads(q), self._heads(k), self._heads(v)
+        q = self._heads(self.q(x))
         if cache is not None and cache.cross_kv is not None:
             return q, *cache.cross_kv
         if memory is None:
             raise ValueError("cross-attention needs the encoder output (memory)")
-        k, v = self._heads(self.kv(memory))
+        k, v = (self._heads(t) for t in self.kv(memory).chunk(2, dim=-1))
         if cache is not None:
             cache.cross_kv = (k, v)
         return q, k, v
 
-    def _heads(self, x: Tensor) -> tuple[Tensor, ...]:
-        """(B, T, n*H*Dh) -> n views (B, H, T, Dh); their gradients stack back into (B, T, n, H, Dh) with no copy."""
-        b, t, _ = x.shape
-        return tuple(part.transpose(1, 2) for part in x.view(b, t, -1, self.n_heads, self.head_dim).unbind(2))
+    def _heads(self, x: Tensor) -> Tensor:
+        """(B, T, h*Dh) -> a (B, h, T, Dh) view."""
+        return x.unflatten(-1, (-1, self.head_dim)).transpose(1, 2)
 
 
 def eager_attention(

@@ -24,6 +24,7 @@ class TransformerConfig:
     # --- size --------------------------------------------------------------------------------
     d_model: int = 256  # width of the residual stream
     n_heads: int = 4  # attention heads per layer
+    n_kv_heads: int | None = None  # key/value heads (grouped-query attention; 1: multi-query); None means n_heads
     n_layers: int = 4  # layers of the (encoder or decoder-only) stack
     n_decoder_layers: int = 0  # > 0 makes an encoder-decoder: layers of its decoder
     d_ff: int = 1024  # hidden width of the feed-forward block
@@ -74,7 +75,14 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         """Reject shapes, rates and names that cannot build a model: an OptionError names the field."""
         at_least(self, 1, d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers, d_ff=self.d_ff)
-        at_least(self, 1, d_head=self.d_head, max_len=self.max_len, relative_buckets=self.relative_buckets)
+        at_least(
+            self,
+            1,
+            n_kv_heads=self.n_kv_heads,
+            d_head=self.d_head,
+            max_len=self.max_len,
+            relative_buckets=self.relative_buckets,
+        )
         at_least(self, 1, relative_max_distance=self.relative_max_distance, image_size=self.image_size)
         at_least(self, 1, patch_size=self.patch_size, n_channels=self.n_channels)
         at_least(self, 0, n_decoder_layers=self.n_decoder_layers, vocab_size=self.vocab_size, init_std=self.init_std)
@@ -85,6 +93,8 @@ class TransformerConfig:
         require(self, "rope_fraction", self.rope_fraction, fraction_ok, "must be more than 0 and at most 1")
         divides = self.d_head is not None or self.d_model % self.n_heads == 0
         require(self, "n_heads", self.n_heads, divides, f"must divide d_model={self.d_model} (or set d_head)")
+        groups = self.n_heads % self.kv_heads == 0
+        require(self, "n_kv_heads", self.n_kv_heads, groups, f"must divide n_heads={self.n_heads}")
         patches = self.image_size % self.patch_size == 0
         require(self, "image_size", self.image_size, patches, f"must be a multiple of patch_size={self.patch_size}")
         for name in ("norm", "norm_position", "activation", "position", "attention", "init_scheme"):
@@ -96,6 +106,11 @@ class TransformerConfig:
     def head_dim(self) -> int:
         """Width of one attention head."""
         return self.d_head or self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: n_kv_heads, or n_heads when unset."""
+        return self.n_kv_heads or self.n_heads
 
     @property
     def inner_dim(self) -> int:
