@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tetraformer.core.positions import POSITION_TYPES, Position, PositionType
+from tetraformer.core.positions import POSITION_TYPES, ROPE_SCALINGS, Position, PositionType
 from tetraformer.errors import above, at_least, probability, require
 
 Norm = Literal["layernorm", "rmsnorm"]
@@ -51,6 +51,9 @@ class TransformerConfig:
     relative_max_distance: int = 128  # distance beyond which T5 buckets stop growing
     rope_base: float = 10000.0
     rope_fraction: float = 1.0  # share of each head's dims that rotary positions rotate
+    # rotary frequency scaling: {"rope_type": "linear", "factor": F} or Llama 3's {"rope_type": "llama3", "factor",
+    # "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}; None: plain RoPE
+    rope_scaling: dict[str, Any] | None = None
 
     # --- vision (ViT) ------------------------------------------------------------------------
     image_size: int = 224
@@ -91,6 +94,7 @@ class TransformerConfig:
         probability(self, dropout=self.dropout, attn_dropout=self.attn_dropout, ffn_dropout=self.ffn_dropout)
         fraction_ok = 0 < self.rope_fraction <= 1
         require(self, "rope_fraction", self.rope_fraction, fraction_ok, "must be more than 0 and at most 1")
+        self._check_rope_scaling()
         divides = self.d_head is not None or self.d_model % self.n_heads == 0
         require(self, "n_heads", self.n_heads, divides, f"must divide d_model={self.d_model} (or set d_head)")
         groups = self.n_heads % self.kv_heads == 0
@@ -101,6 +105,16 @@ class TransformerConfig:
             allowed = _literal_values(name)
             value = getattr(self, name)
             require(self, name, value, value in allowed, f"must be one of: {', '.join(allowed)}")
+
+    def _check_rope_scaling(self) -> None:
+        """rope_scaling names a known rope_type and gives every key that type needs."""
+        if self.rope_scaling is None:
+            return
+        kind = self.rope_scaling.get("rope_type")
+        known = kind in ROPE_SCALINGS
+        require(self, "rope_scaling", self.rope_scaling, known, f"needs rope_type one of: {', '.join(ROPE_SCALINGS)}")
+        missing = [k for k in ROPE_SCALINGS[kind] if k not in self.rope_scaling]
+        require(self, "rope_scaling", self.rope_scaling, not missing, f"rope_type {kind!r} needs {missing}")
 
     @property
     def head_dim(self) -> int:
