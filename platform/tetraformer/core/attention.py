@@ -1,7 +1,8 @@
 """Multi-head self- and cross-attention over SDPA, with an eager path that returns weights.
 
 With n_kv_heads < n_heads (grouped-query attention) keys and values have fewer heads, each shared by
-n_heads / n_kv_heads query heads; the KV cache stores only the key/value heads.
+n_heads / n_kv_heads query heads; the KV cache stores only the key/value heads. qk_norm normalises each
+head's queries and keys (Qwen3) before rotary positions turn them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from torch import Tensor, nn
 
 from tetraformer.core.cache import LayerCache
 from tetraformer.core.config import TransformerConfig
+from tetraformer.core.norms import make_norm
 from tetraformer.core.positions import Rotary
 
 
@@ -30,6 +32,8 @@ class Attention(nn.Module):
         else:
             self.qkv = nn.Linear(cfg.d_model, self.inner + 2 * self.kv_inner, bias=cfg.use_qkv_bias)
         self.out = nn.Linear(self.inner, cfg.d_model, bias=cfg.bias)
+        self.q_norm = make_norm(cfg, cfg.head_dim) if cfg.qk_norm else None
+        self.k_norm = make_norm(cfg, cfg.head_dim) if cfg.qk_norm else None
 
     def forward(
         self,
@@ -72,20 +76,22 @@ class Attention(nn.Module):
         """Queries from x; keys/values from x (self) or the memory (cross, computed once per cache)."""
         if not self.cross:
             q, k, v = self.qkv(x).split((self.inner, self.kv_inner, self.kv_inner), dim=-1)
-            return self._heads(q), self._heads(k), self._heads(v)
-        q = self._heads(self.q(x))
+            return self._heads(q, self.q_norm), self._heads(k, self.k_norm), self._heads(v)
+        q = self._heads(self.q(x), self.q_norm)
         if cache is not None and cache.cross_kv is not None:
             return q, *cache.cross_kv
         if memory is None:
             raise ValueError("cross-attention needs the encoder output (memory)")
-        k, v = (self._heads(t) for t in self.kv(memory).chunk(2, dim=-1))
+        k, v = self.kv(memory).chunk(2, dim=-1)
+        k, v = self._heads(k, self.k_norm), self._heads(v)
         if cache is not None:
             cache.cross_kv = (k, v)
         return q, k, v
 
-    def _heads(self, x: Tensor) -> Tensor:
-        """(B, T, h*Dh) -> a (B, h, T, Dh) view."""
-        return x.unflatten(-1, (-1, self.head_dim)).transpose(1, 2)
+    def _heads(self, x: Tensor, norm: nn.Module | None = None) -> Tensor:
+        """(B, T, h*Dh) -> (B, h, T, Dh) (a view unless each head is normalised)."""
+        x = x.unflatten(-1, (-1, self.head_dim))
+        return (norm(x) if norm is not None else x).transpose(1, 2)
 
 
 def eager_attention(

@@ -43,6 +43,8 @@ class TransformerConfig:
     bias: bool = True  # biases on every linear layer and norm
     qkv_bias: bool | None = None  # biases on the Q/K/V projections; None follows `bias`
     attention: AttentionBackend = "sdpa"  # eager can return attention weights
+    qk_norm: bool = False  # normalise each head's queries and keys (the config's norm over d_head) before RoPE
+    sliding_window: int | None = None  # causal self-attention sees only this many latest keys (itself included)
     scale_attention: bool = True  # divide scores by sqrt(d_head); T5 folds this into its init
     scale_embeddings: bool = False  # multiply token embeddings by sqrt(d_model), as the paper does
 

@@ -6,11 +6,20 @@ import torch
 from torch import Tensor
 
 
-def causal_mask(q_len: int, k_len: int, offset: int = 0, device: torch.device | None = None) -> Tensor:
-    """(Tq, Tk) mask: query i (absolute position offset + i) may attend keys j <= offset + i."""
+def causal_mask(
+    q_len: int,
+    k_len: int,
+    offset: int = 0,
+    device: torch.device | None = None,
+    window: int | None = None,
+    k_start: int = 0,
+) -> Tensor:
+    """(Tq, Tk) mask: query i (absolute position offset + i) may attend key j (position k_start + j) when
+    it is not later, and, with a sliding window, one of the `window` latest positions (the query's own included)."""
     q_pos = torch.arange(q_len, device=device)[:, None] + offset
-    k_pos = torch.arange(k_len, device=device)[None, :]
-    return k_pos <= q_pos
+    k_pos = torch.arange(k_len, device=device)[None, :] + k_start
+    mask = k_pos <= q_pos
+    return mask & (k_pos > q_pos - window) if window is not None else mask
 
 
 def combine_masks(
@@ -20,9 +29,12 @@ def combine_masks(
     k_len: int,
     offset: int = 0,
     device: torch.device | None = None,
+    window: int | None = None,
+    k_start: int = 0,
 ) -> Tensor | None:
     """Merge a (B, Tk) key-padding mask and an optional causal mask into (B|1, 1, Tq, Tk), or None.
 
+    The keys are positions k_start..k_start+Tk; `window` makes the causal mask a sliding window (causal_mask).
     A query row with no key it may attend (a padding query before any real key under a causal mask)
     is allowed to attend every key instead: its output is never used, and this keeps softmax finite.
     """
@@ -31,7 +43,7 @@ def combine_masks(
         mask = key_padding.bool()[:, None, None, :]  # (B, 1, 1, Tk)
     if causal:
         device = key_padding.device if key_padding is not None else device
-        cm = causal_mask(q_len, k_len, offset, device)[None, None]  # (1, 1, Tq, Tk)
+        cm = causal_mask(q_len, k_len, offset, device, window, k_start)[None, None]  # (1, 1, Tq, Tk)
         mask = cm if mask is None else mask & cm
     if mask is None:
         return None
