@@ -22,7 +22,14 @@ class LanguageModeling(GeneratesText, TaskModule):
     The TaskModule options (arch, optim, init_from, label_smoothing) pass through `**kwargs`.
     """
 
-    hf_architectures = ("GPT2LMHeadModel", "GPT2Model")
+    hf_architectures = (
+        "GPT2LMHeadModel",
+        "GPT2Model",
+        "LlamaForCausalLM",
+        "MistralForCausalLM",
+        "Qwen2ForCausalLM",
+        "Qwen3ForCausalLM",
+    )
 
     def __init__(
         self,
