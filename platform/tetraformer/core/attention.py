@@ -16,6 +16,8 @@ from tetraformer.core.config import TransformerConfig
 from tetraformer.core.norms import make_norm
 from tetraformer.core.positions import Rotary
 
+SDPA_GQA = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 5)  # SDPA takes enable_gqa
+
 
 class Attention(nn.Module):
     """Multi-head attention; self-attention projects Q, K and V with one fused matmul."""
@@ -52,10 +54,13 @@ class Attention(nn.Module):
             q, k = rope(q, cos, sin), rope(k, cos, sin)
         if cache is not None and not self.cross:
             k, v = cache.append(k, v)
-        dropout, grouped = self.dropout if self.training else 0.0, self.n_kv_heads != self.n_heads
-        if need_weights or self.backend == "eager":
-            if grouped:
-                k, v = (t.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1) for t in (k, v))  # (B, H, S, Dh)
+        dropout, eager = self.dropout if self.training else 0.0, need_weights or self.backend == "eager"
+        gqa = {}  # SDPA's own grouped-query path: torch >= 2.5, and only without a mask (else it is the slow kernel)
+        if self.n_kv_heads != self.n_heads and (eager or mask is not None or not SDPA_GQA):
+            k, v = (t.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1) for t in (k, v))  # (B, H, S, Dh)
+        elif self.n_kv_heads != self.n_heads:
+            gqa = {"enable_gqa": True}
+        if eager:
             y, weights = eager_attention(q, k, v, mask, is_causal, self.scale, dropout)
         else:
             y = F.scaled_dot_product_attention(
@@ -66,7 +71,7 @@ class Attention(nn.Module):
                 dropout_p=dropout,
                 is_causal=is_causal and mask is None,
                 scale=self.scale,
-                enable_gqa=grouped,
+                **gqa,
             )
             weights = None
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.inner)  # (B, T, H*Dh)
