@@ -8,24 +8,28 @@ import transformers
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from tetraformer.core import CausalLM, TransformerConfig
-from tetraformer.core.positions import rope_inv_freq
+from tetraformer.core.rope_scaling import rope_frequencies, rope_inv_freq
 from tetraformer.errors import OptionError
 
 LLAMA3 = dict(
     rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=64
 )
-SCALINGS = {"linear": dict(rope_type="linear", factor=4.0), "llama3": LLAMA3}
+YARN = dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=64)
+YARN_TUNED = dict(YARN, factor=8.0, beta_fast=16, beta_slow=2, mscale=1.0, mscale_all_dim=0.5, truncate=False)
+SCALINGS = {"linear": dict(rope_type="linear", factor=4.0), "llama3": LLAMA3, "yarn": YARN, "yarn-tuned": YARN_TUNED}
 
 
 @pytest.mark.parametrize("base", [10000.0, 500000.0])
 @pytest.mark.parametrize("kind", SCALINGS)
 def test_frequencies_equal_transformers(kind: str, base: float) -> None:
-    """rope_inv_freq gives exactly transformers' frequencies for the same head size, base and scaling."""
+    """rope_frequencies gives transformers' exact frequencies and attention factor for a head, base and scaling."""
     hf = transformers.LlamaConfig(
         hidden_size=128, num_attention_heads=2, rope_parameters={**SCALINGS[kind], "rope_theta": base}
     )
-    theirs, _ = ROPE_INIT_FUNCTIONS[kind](hf)
-    assert torch.equal(rope_inv_freq(64, base, SCALINGS[kind]), theirs)
+    theirs, factor = ROPE_INIT_FUNCTIONS[SCALINGS[kind]["rope_type"]](hf)
+    ours, our_factor = rope_frequencies(64, base, SCALINGS[kind])
+    assert torch.equal(ours, theirs) and our_factor == factor
+    assert (factor != 1.0) == kind.startswith("yarn")
 
 
 def test_llama3_scaling_keeps_high_and_divides_low_frequencies() -> None:
@@ -55,7 +59,7 @@ def test_model_uses_the_scaled_frequencies() -> None:
 @pytest.mark.parametrize(
     ("scaling", "message"),
     [
-        (dict(rope_type="dynamic", factor=2.0), r"rope_scaling.*needs rope_type one of: linear, llama3"),
+        (dict(rope_type="dynamic", factor=2.0), r"rope_scaling.*needs rope_type one of: linear, llama3, yarn"),
         (dict(rope_type="llama3", factor=8.0), r"rope_scaling.*rope_type 'llama3' needs \['low_freq_factor'"),
     ],
 )

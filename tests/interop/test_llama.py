@@ -48,6 +48,13 @@ VARIANTS: dict[str, tuple[str, str, dict[str, Any]]] = {  # name -> (architectur
         dict(rope_parameters=dict(rope_type="linear", rope_theta=10000.0, factor=4.0)),
     ),
     "qwen2": ("Qwen2ForCausalLM", "Qwen2Config", dict(tie_word_embeddings=True)),
+    "qwen2-yarn": (
+        "Qwen2ForCausalLM",
+        "Qwen2Config",
+        dict(
+            rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0, original_max_position_embeddings=8)
+        ),
+    ),
     "qwen2-untied": ("Qwen2ForCausalLM", "Qwen2Config", {}),
     "qwen3": ("Qwen3ForCausalLM", "Qwen3Config", dict(head_dim=16, tie_word_embeddings=True)),
     "qwen3-untied": ("Qwen3ForCausalLM", "Qwen3Config", dict(head_dim=16)),
@@ -113,7 +120,7 @@ def test_fields_reach_the_core(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("padding", ["none", "left"])
-@pytest.mark.parametrize("variant", ["llama-tied-mqa", "llama3-rope", "qwen2", "qwen3", "mistral"])
+@pytest.mark.parametrize("variant", ["llama-tied-mqa", "llama3-rope", "qwen2", "qwen2-yarn", "qwen3", "mistral"])
 def test_greedy_decoding_matches_transformers_generate(variant: str, padding: str, tmp_path: Path) -> None:
     """20 greedy tokens on our KV cache equal transformers' generate, unpadded and left-padded."""
     hf_model = make_hf(variant)
@@ -137,7 +144,9 @@ def test_beam_search_matches_transformers_generate(variant: str, tmp_path: Path)
     assert torch.equal(mine, theirs)
 
 
-@pytest.mark.parametrize("variant", ["llama", "llama-tied-mqa", "llama3-rope", "qwen2", "qwen3-untied", "mistral"])
+@pytest.mark.parametrize(
+    "variant", ["llama", "llama-tied-mqa", "llama3-rope", "qwen2", "qwen2-yarn", "qwen3-untied", "mistral"]
+)
 def test_export_round_trips_and_transformers_loads_it(variant: str, tmp_path: Path) -> None:
     """save_hf then transformers loads cleanly (no missing or unexpected keys) and gives the same logits."""
     hf_model = make_hf(variant)

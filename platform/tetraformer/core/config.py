@@ -6,7 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tetraformer.core.positions import POSITION_TYPES, ROPE_SCALINGS, Position, PositionType
+from tetraformer.core.positions import POSITION_TYPES, Position, PositionType
+from tetraformer.core.rope_scaling import ROPE_SCALINGS
 from tetraformer.errors import above, at_least, probability, require
 
 Norm = Literal["layernorm", "rmsnorm"]
@@ -53,8 +54,9 @@ class TransformerConfig:
     relative_max_distance: int = 128  # distance beyond which T5 buckets stop growing
     rope_base: float = 10000.0
     rope_fraction: float = 1.0  # share of each head's dims that rotary positions rotate
-    # rotary frequency scaling: {"rope_type": "linear", "factor": F} or Llama 3's {"rope_type": "llama3", "factor",
-    # "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}; None: plain RoPE
+    # rotary frequency scaling: {"rope_type": "linear", "factor": F}, Llama 3's {"rope_type": "llama3", "factor",
+    # "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"} or {"rope_type": "yarn", "factor",
+    # "original_max_position_embeddings", ...} (core/rope_scaling.py); None: plain RoPE
     rope_scaling: dict[str, Any] | None = None
 
     # --- vision (ViT) ------------------------------------------------------------------------

@@ -13,6 +13,8 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from tetraformer.core.rope_scaling import rope_frequencies
+
 Position = Literal["sinusoidal", "learned", "relative", "rotary", "alibi", "none"]
 
 
@@ -143,35 +145,6 @@ class ALiBi(nn.Module):
         return -self.slopes[None, :, None, None] * distance[None, None]
 
 
-ROPE_SCALINGS: dict[str, tuple[str, ...]] = {  # rope_scaling's `rope_type` -> the keys it needs
-    "linear": ("factor",),
-    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
-}
-
-
-def rope_inv_freq(rot_dim: int, base: float, scaling: dict | None = None) -> Tensor:
-    """(rot_dim / 2,) rotation frequencies base^(-2i/d), rescaled as `scaling` says (transformers' arithmetic).
-
-    linear divides every frequency by `factor`; llama3 divides the low ones (wavelength above
-    original_max_position_embeddings / low_freq_factor) by `factor`, keeps the high ones (wavelength below
-    original_max_position_embeddings / high_freq_factor) and blends linearly in between.
-    """
-    inv_freq = 1.0 / (base ** (torch.arange(0, rot_dim, 2, dtype=torch.int64).float() / rot_dim))
-    kind = (scaling or {}).get("rope_type")
-    if kind == "linear":
-        return inv_freq / scaling["factor"]
-    if kind != "llama3":
-        return inv_freq
-    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
-    context = scaling["original_max_position_embeddings"]
-    wavelen = 2 * math.pi / inv_freq
-    scaled = torch.where(wavelen > context / low, inv_freq / factor, inv_freq)
-    smooth = (context / wavelen - low) / (high - low)
-    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
-    medium = ~(wavelen < context / high) * ~(wavelen > context / low)
-    return torch.where(medium, smoothed, scaled)
-
-
 class Rotary(nn.Module):
     """Rotary position embedding (RoPE), applied to queries and keys inside attention."""
 
@@ -180,12 +153,15 @@ class Rotary(nn.Module):
     ) -> None:
         super().__init__()
         self.rot_dim = int(head_dim * fraction) // 2 * 2
-        self.register_buffer("inv_freq", rope_inv_freq(self.rot_dim, base, scaling), persistent=False)
+        inv_freq, self.attention_factor = rope_frequencies(self.rot_dim, base, scaling)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def angles(self, length: int, offset: int = 0) -> tuple[Tensor, Tensor]:
         """cos and sin tables, each (T, rot_dim / 2), for positions offset..offset+T."""
         pos = torch.arange(offset, offset + length, device=self.inv_freq.device, dtype=torch.float32)
         freqs = torch.outer(pos, self.inv_freq)
+        if self.attention_factor != 1.0:  # YaRN scales queries and keys alike
+            return freqs.cos() * self.attention_factor, freqs.sin() * self.attention_factor
         return freqs.cos(), freqs.sin()
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:

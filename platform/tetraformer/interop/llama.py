@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from tetraformer.core import CausalLM
 from tetraformer.core.config import TransformerConfig
-from tetraformer.core.positions import ROPE_SCALINGS
+from tetraformer.core.rope_scaling import ROPE_OPTIONAL, ROPE_SCALINGS
 from tetraformer.interop.errors import InteropError
 from tetraformer.interop.mapping import (
     Rule,
@@ -113,7 +113,8 @@ def rope_from_hf(hf: dict, source: str) -> tuple[float, dict | None]:
     missing = [k for k in ROPE_SCALINGS[kind] if k not in params]
     if missing:
         raise InteropError(f"{source}: rope_type {kind!r} needs {missing} in config.json's rope_parameters")
-    return base, {"rope_type": kind, **{k: params[k] for k in ROPE_SCALINGS[kind]}}
+    keys = ROPE_SCALINGS[kind] + ROPE_OPTIONAL.get(kind, ())
+    return base, {"rope_type": kind, **{k: params[k] for k in keys if params.get(k) is not None}}
 
 
 def config_from_hf(hf: dict, source: str, tie: bool | None = None) -> TransformerConfig:
