@@ -82,14 +82,8 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         """Reject shapes, rates and names that cannot build a model: an OptionError names the field."""
         at_least(self, 1, d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers, d_ff=self.d_ff)
-        at_least(
-            self,
-            1,
-            n_kv_heads=self.n_kv_heads,
-            d_head=self.d_head,
-            max_len=self.max_len,
-            relative_buckets=self.relative_buckets,
-        )
+        at_least(self, 1, n_kv_heads=self.n_kv_heads, sliding_window=self.sliding_window, d_head=self.d_head)
+        at_least(self, 1, max_len=self.max_len, relative_buckets=self.relative_buckets)
         at_least(self, 1, relative_max_distance=self.relative_max_distance, image_size=self.image_size)
         at_least(self, 1, patch_size=self.patch_size, n_channels=self.n_channels)
         at_least(self, 0, n_decoder_layers=self.n_decoder_layers, vocab_size=self.vocab_size, init_std=self.init_std)
