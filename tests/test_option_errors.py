@@ -87,6 +87,13 @@ TEXT_CLASSIFICATION = [
     row("--model.arch.norm_eps", "0", "more than 0"),
     row("--model.arch.rope_base", "0", "more than 0"),
     row("--model.arch.rope_fraction", "2", "more than 0 and at most 1"),
+    row("--model.arch.n_kv_heads", "3", "must divide n_heads=2"),
+    row("--model.arch.n_kv_heads", "0", "1 or more"),
+    row("--model.arch.sliding_window", "0", "1 or more"),
+    row(
+        "--model.arch.rope_scaling", '{"rope_type": "dynamic", "factor": 2}', "needs rope_type one of", "llama3", "yarn"
+    ),
+    row("--model.arch.rope_scaling", '{"rope_type": "llama3", "factor": 8}', "needs", "low_freq_factor"),
     row("--model.arch.relative_buckets", "0", "1 or more"),
     row("--model.arch.init_std", "-1", "0 or more"),
     row("--model.arch.n_channels", "0", "1 or more"),

@@ -14,7 +14,14 @@ class LanguageModeling(CausalLMTask):
     (sample_prompts, generation) and the TaskModule's (arch, optim, init_from, label_smoothing) pass through.
     """
 
-    hf_architectures = ("GPT2LMHeadModel", "GPT2Model")
+    hf_architectures = (
+        "GPT2LMHeadModel",
+        "GPT2Model",
+        "LlamaForCausalLM",
+        "MistralForCausalLM",
+        "Qwen2ForCausalLM",
+        "Qwen3ForCausalLM",
+    )
 
     def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
         """Next-token cross-entropy over a (B, T+1) block; its mean NLL and targets feed the perplexity."""

@@ -13,7 +13,7 @@ from tests.interop.text_checkpoints import state_dicts_equal
 from tetraformer.core import SequenceClassifier, TokenClassifier
 from tetraformer.interop import FAMILIES, HFModel, InteropError, architectures, export_class, load_hf, save_hf
 from tetraformer.interop.convert import export_network
-from tetraformer.interop.registry import export_name
+from tetraformer.interop.registry import ExportChoice, export_name
 
 TINY_HF_CONFIGS = {
     "BERT": lambda: transformers.BertConfig(
@@ -35,29 +35,53 @@ TINY_HF_CONFIGS = {
         patch_size=8,
     ),
 }
+LLAMA_SHAPE = dict(
+    vocab_size=60,
+    hidden_size=16,
+    intermediate_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+)
+TINY_LLAMA_CONFIGS = {  # the Llama family's members each have a config class of their own
+    "LlamaForCausalLM": lambda: transformers.LlamaConfig(**LLAMA_SHAPE),
+    "MistralForCausalLM": lambda: transformers.MistralConfig(**LLAMA_SHAPE, sliding_window=4),
+    "Qwen2ForCausalLM": lambda: transformers.Qwen2Config(**LLAMA_SHAPE),
+    "Qwen3ForCausalLM": lambda: transformers.Qwen3Config(**LLAMA_SHAPE, head_dim=4),
+}
 ARCHITECTURES = sorted(architectures())
-EXPORTS = sorted((arch, export_name(key)) for spec in FAMILIES.values() for key, arch in spec.exports.items())
+EXPORTS = sorted(
+    (arch, export_name(key))
+    for spec in FAMILIES.values()
+    for key, export in spec.exports.items()
+    for arch in (export.architectures if isinstance(export, ExportChoice) else (export,))
+)
 
 
 def saved_hf_model(architecture: str, path: Path) -> Path:
     """A tiny random transformers model of `architecture`, saved to `path`."""
-    config = TINY_HF_CONFIGS[architectures()[architecture].name]()
+    make = TINY_LLAMA_CONFIGS.get(architecture) or TINY_HF_CONFIGS[architectures()[architecture].name]
+    config = make()
     getattr(transformers, architecture)(config).save_pretrained(path)
     return path
 
 
 def test_one_spec_per_family() -> None:
-    """Four families, each architecture in exactly one of them, each a transformers class; each network type
-    (on its backbone type) exports through one family only (BERT exports the encoder and the classifiers on it)."""
-    assert sorted(FAMILIES) == ["BERT", "GPT-2", "T5", "ViT"]
+    """Five families, each architecture in exactly one of them, each a transformers class; a network type (on its
+    backbone type) exports through one family only, or through an ExportChoice that picks its family by config
+    (a CausalLM: GPT-2 with a learned table, the Llama family with rotary positions)."""
+    assert sorted(FAMILIES) == ["BERT", "GPT-2", "Llama", "T5", "ViT"]
     heads = [c.architecture for spec in FAMILIES.values() for c in spec.heads]
     assert len(heads) == len(set(heads)) == len(ARCHITECTURES) >= 10
     assert all(hasattr(transformers, name) for name in heads)
     for spec in FAMILIES.values():
         assert callable(spec.config_from_hf) and callable(spec.config_to_hf)
-        assert len(spec.exports) >= 1 and set(spec.exports.values()) <= {c.architecture for c in spec.heads}
-    exported = [t for spec in FAMILIES.values() for t in spec.exports]
-    assert len(exported) == len(set(exported))
+        names = {c.architecture for c in spec.heads}
+        exports = [e.architectures if isinstance(e, ExportChoice) else (e,) for e in spec.exports.values()]
+        assert len(spec.exports) >= 1 and all(set(e) <= names for e in exports)
+    fixed = [t for spec in FAMILIES.values() for t, e in spec.exports.items() if not isinstance(e, ExportChoice)]
+    chosen = [t for spec in FAMILIES.values() for t, e in spec.exports.items() if isinstance(e, ExportChoice)]
+    assert len(fixed) == len(set(fixed)) and not set(fixed) & set(chosen)
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURES)

@@ -1,4 +1,9 @@
-"""Multi-head self- and cross-attention over SDPA, with an eager path that returns weights."""
+"""Multi-head self- and cross-attention over SDPA, with an eager path that returns weights.
+
+With n_kv_heads < n_heads (grouped-query attention) keys and values have fewer heads, each shared by
+n_heads / n_kv_heads query heads; the KV cache stores only the key/value heads. qk_norm normalises each
+head's queries and keys (Qwen3) before rotary positions turn them.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,10 @@ from torch import Tensor, nn
 
 from tetraformer.core.cache import LayerCache
 from tetraformer.core.config import TransformerConfig
+from tetraformer.core.norms import make_norm
 from tetraformer.core.positions import Rotary
+
+SDPA_GQA = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 5)  # SDPA takes enable_gqa
 
 
 class Attention(nn.Module):
@@ -16,15 +24,18 @@ class Attention(nn.Module):
 
     def __init__(self, cfg: TransformerConfig, cross: bool = False) -> None:
         super().__init__()
-        self.cross, self.n_heads, self.head_dim = cross, cfg.n_heads, cfg.head_dim
+        self.cross, self.n_heads, self.n_kv_heads, self.head_dim = cross, cfg.n_heads, cfg.kv_heads, cfg.head_dim
         self.inner, self.backend, self.dropout = cfg.inner_dim, cfg.attention, cfg.attn_dropout
+        self.kv_inner = cfg.kv_heads * cfg.head_dim
         self.scale = cfg.head_dim**-0.5 if cfg.scale_attention else 1.0
         if cross:
             self.q = nn.Linear(cfg.d_model, self.inner, bias=cfg.use_qkv_bias)
-            self.kv = nn.Linear(cfg.d_model, 2 * self.inner, bias=cfg.use_qkv_bias)
+            self.kv = nn.Linear(cfg.d_model, 2 * self.kv_inner, bias=cfg.use_qkv_bias)
         else:
-            self.qkv = nn.Linear(cfg.d_model, 3 * self.inner, bias=cfg.use_qkv_bias)
+            self.qkv = nn.Linear(cfg.d_model, self.inner + 2 * self.kv_inner, bias=cfg.use_qkv_bias)
         self.out = nn.Linear(self.inner, cfg.d_model, bias=cfg.bias)
+        self.q_norm = make_norm(cfg, cfg.head_dim) if cfg.qk_norm else None
+        self.k_norm = make_norm(cfg, cfg.head_dim) if cfg.qk_norm else None
 
     def forward(
         self,
@@ -37,14 +48,19 @@ class Attention(nn.Module):
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """(B, T, D) -> (B, T, D); mask is boolean "may attend" or an additive float bias (B|1, H|1, T, S)."""
-        q, k, v = self._project(x, memory, cache)  # (B, H, T, Dh), (B, H, S, Dh) x2
+        q, k, v = self._project(x, memory, cache)  # (B, H, T, Dh), (B, Hkv, S, Dh) x2
         if rotary is not None:
             rope, cos, sin = rotary  # angles of the new positions only
             q, k = rope(q, cos, sin), rope(k, cos, sin)
         if cache is not None and not self.cross:
             k, v = cache.append(k, v)
-        dropout = self.dropout if self.training else 0.0
-        if need_weights or self.backend == "eager":
+        dropout, eager = self.dropout if self.training else 0.0, need_weights or self.backend == "eager"
+        gqa = {}  # SDPA's own grouped-query path: torch >= 2.5, and only without a mask (else it is the slow kernel)
+        if self.n_kv_heads != self.n_heads and (eager or mask is not None or not SDPA_GQA):
+            k, v = (t.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1) for t in (k, v))  # (B, H, S, Dh)
+        elif self.n_kv_heads != self.n_heads:
+            gqa = {"enable_gqa": True}
+        if eager:
             y, weights = eager_attention(q, k, v, mask, is_causal, self.scale, dropout)
         else:
             y = F.scaled_dot_product_attention(
@@ -55,6 +71,7 @@ class Attention(nn.Module):
                 dropout_p=dropout,
                 is_causal=is_causal and mask is None,
                 scale=self.scale,
+                **gqa,
             )
             weights = None
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.inner)  # (B, T, H*Dh)
@@ -63,22 +80,23 @@ class Attention(nn.Module):
     def _project(self, x: Tensor, memory: Tensor | None, cache: LayerCache | None) -> tuple[Tensor, Tensor, Tensor]:
         """Queries from x; keys/values from x (self) or the memory (cross, computed once per cache)."""
         if not self.cross:
-            q, k, v = self._heads(self.qkv(x))
-            return q, k, v
-        q = self._heads(self.q(x))[0]
+            q, k, v = self.qkv(x).split((self.inner, self.kv_inner, self.kv_inner), dim=-1)
+            return self._heads(q, self.q_norm), self._heads(k, self.k_norm), self._heads(v)
+        q = self._heads(self.q(x), self.q_norm)
         if cache is not None and cache.cross_kv is not None:
             return q, *cache.cross_kv
         if memory is None:
             raise ValueError("cross-attention needs the encoder output (memory)")
-        k, v = self._heads(self.kv(memory))
+        k, v = self.kv(memory).chunk(2, dim=-1)
+        k, v = self._heads(k, self.k_norm), self._heads(v)
         if cache is not None:
             cache.cross_kv = (k, v)
         return q, k, v
 
-    def _heads(self, x: Tensor) -> tuple[Tensor, ...]:
-        """(B, T, n*H*Dh) -> n views (B, H, T, Dh); their gradients stack back into (B, T, n, H, Dh) with no copy."""
-        b, t, _ = x.shape
-        return tuple(part.transpose(1, 2) for part in x.view(b, t, -1, self.n_heads, self.head_dim).unbind(2))
+    def _heads(self, x: Tensor, norm: nn.Module | None = None) -> Tensor:
+        """(B, T, h*Dh) -> (B, h, T, Dh) (a view unless each head is normalised)."""
+        x = x.unflatten(-1, (-1, self.head_dim))
+        return (norm(x) if norm is not None else x).transpose(1, 2)
 
 
 def eager_attention(

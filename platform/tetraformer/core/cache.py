@@ -6,6 +6,10 @@ copy the whole past each step). `KVCache.reserve(n)` sizes the buffers for n pos
 write; without it a buffer starts at what the first write needs and doubles when full. When the new
 keys/values need gradients (a cache used in training), appends concatenate instead: an in-place write
 would overwrite what backward needs.
+
+With a sliding window (Mistral) a layer keeps only what later queries can see: an append returns the
+window - 1 latest cached keys/values plus the new ones, and a full buffer moves its latest window to the
+front instead of growing, so memory stays about two windows whatever the length decoded.
 """
 
 from __future__ import annotations
@@ -21,9 +25,12 @@ KV = tuple[Tensor, Tensor]
 class LayerCache:
     """One layer's cached self-attention keys/values and (fixed) cross-attention keys/values."""
 
-    def __init__(self, self_kv: KV | None = None, cross_kv: KV | None = None, capacity: int = 0) -> None:
+    def __init__(
+        self, self_kv: KV | None = None, cross_kv: KV | None = None, capacity: int = 0, window: int | None = None
+    ) -> None:
         self.cross_kv = cross_kv  # (B, H, S, Dh) each
         self.capacity = capacity  # time slots the first write allocates (0: just what it needs)
+        self.window = window  # sliding window: how many latest positions a query sees (None: all)
         self._kv: KV | None = None  # (B, H, capacity, Dh) each
         self._owned = False  # the buffers were allocated here, so in-place writes touch no caller's tensor
         self._spare: KV | None = None  # buffers of the same shape that beam reorders write into
@@ -46,13 +53,33 @@ class LayerCache:
         """Add new (B, H, T, Dh) self-attention keys/values; return all keys/values seen so far."""
         if k.requires_grad or v.requires_grad:
             return self._concatenate(k, v)
-        end = self.length + k.shape[2]
+        t = k.shape[2]
+        full = self._kv is not None and self.length + t > self._kv[0].shape[2]
+        if self.window is not None and self._owned and full and self.length >= self.window:
+            self._keep_latest(self.window)
+        end = self.length + t
         if not self._owned or end > self._kv[0].shape[2]:
             self._grow(k, v, end)
         self._kv[0][:, :, self.length : end] = k
         self._kv[1][:, :, self.length : end] = v
         self.length = end
-        return self.self_kv
+        return self._visible(t)
+
+    @property
+    def slots(self) -> int:
+        """Time slots allocated (what the cache holds in memory)."""
+        return self._kv[0].shape[2] if self._kv is not None else 0
+
+    def _visible(self, new: int) -> KV:
+        """What the `new` latest positions attend: everything, or the window - 1 positions before them and them."""
+        start = 0 if self.window is None else max(0, self.length - new - (self.window - 1))
+        return self._kv[0][:, :, start : self.length], self._kv[1][:, :, start : self.length]
+
+    def _keep_latest(self, n: int) -> None:
+        """Move the n latest cached positions to the front of the buffers and forget the older ones."""
+        for buffer in self._kv:
+            buffer[:, :, :n] = buffer[:, :, self.length - n : self.length].clone()
+        self.length = n
 
     def reorder(self, index: Tensor, cross: bool = True) -> None:
         """Select (and repeat) batch rows by a (N,) index; cross=False leaves the cross K/V as they are."""
@@ -90,7 +117,7 @@ class LayerCache:
     def _concatenate(self, k: Tensor, v: Tensor) -> KV:
         """The autograd-safe append: new tensors holding the old and the new keys/values."""
         if self._kv is not None:
-            old_k, old_v = self.self_kv
+            old_k, old_v = self._visible(0)
             k, v = torch.cat((old_k, k), dim=2), torch.cat((old_v, v), dim=2)
         self.self_kv = (k, v)
         return k, v
@@ -115,15 +142,15 @@ class KVCache:
     position_bias: Tensor | None = None  # (1, H, capacity, capacity) score bias, sliced each step
 
     @classmethod
-    def empty(cls, n_layers: int) -> KVCache:
-        """A cache with nothing in it yet."""
-        return cls([LayerCache() for _ in range(n_layers)])
+    def empty(cls, n_layers: int, window: int | None = None) -> KVCache:
+        """A cache with nothing in it yet; `window` keeps only a sliding window's latest positions."""
+        return cls([LayerCache(window=window) for _ in range(n_layers)])
 
     def reserve(self, positions: int) -> KVCache:
-        """Size every layer's buffers for `positions` time slots in all, before decoding starts."""
+        """Size every layer's buffers for `positions` time slots in all (at most two windows), before decoding."""
         self.capacity = positions
         for layer in self.layers:
-            layer.capacity = positions
+            layer.capacity = positions if layer.window is None else min(positions, 2 * layer.window)
         return self
 
     def reorder(self, index: Tensor, cross: bool = True) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tetraformer.core.positions import POSITION_TYPES, Position, PositionType
+from tetraformer.core.rope_scaling import ROPE_SCALINGS
 from tetraformer.errors import above, at_least, probability, require
 
 Norm = Literal["layernorm", "rmsnorm"]
@@ -24,6 +25,7 @@ class TransformerConfig:
     # --- size --------------------------------------------------------------------------------
     d_model: int = 256  # width of the residual stream
     n_heads: int = 4  # attention heads per layer
+    n_kv_heads: int | None = None  # key/value heads (grouped-query attention; 1: multi-query); None means n_heads
     n_layers: int = 4  # layers of the (encoder or decoder-only) stack
     n_decoder_layers: int = 0  # > 0 makes an encoder-decoder: layers of its decoder
     d_ff: int = 1024  # hidden width of the feed-forward block
@@ -42,6 +44,8 @@ class TransformerConfig:
     bias: bool = True  # biases on every linear layer and norm
     qkv_bias: bool | None = None  # biases on the Q/K/V projections; None follows `bias`
     attention: AttentionBackend = "sdpa"  # eager can return attention weights
+    qk_norm: bool = False  # normalise each head's queries and keys (the config's norm over d_head) before RoPE
+    sliding_window: int | None = None  # causal self-attention sees only this many latest keys (itself included)
     scale_attention: bool = True  # divide scores by sqrt(d_head); T5 folds this into its init
     scale_embeddings: bool = False  # multiply token embeddings by sqrt(d_model), as the paper does
 
@@ -50,6 +54,10 @@ class TransformerConfig:
     relative_max_distance: int = 128  # distance beyond which T5 buckets stop growing
     rope_base: float = 10000.0
     rope_fraction: float = 1.0  # share of each head's dims that rotary positions rotate
+    # rotary frequency scaling: {"rope_type": "linear", "factor": F}, Llama 3's {"rope_type": "llama3", "factor",
+    # "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"} or {"rope_type": "yarn", "factor",
+    # "original_max_position_embeddings", ...} (core/rope_scaling.py); None: plain RoPE
+    rope_scaling: dict[str, Any] | None = None
 
     # --- vision (ViT) ------------------------------------------------------------------------
     image_size: int = 224
@@ -74,7 +82,8 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         """Reject shapes, rates and names that cannot build a model: an OptionError names the field."""
         at_least(self, 1, d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers, d_ff=self.d_ff)
-        at_least(self, 1, d_head=self.d_head, max_len=self.max_len, relative_buckets=self.relative_buckets)
+        at_least(self, 1, n_kv_heads=self.n_kv_heads, sliding_window=self.sliding_window, d_head=self.d_head)
+        at_least(self, 1, max_len=self.max_len, relative_buckets=self.relative_buckets)
         at_least(self, 1, relative_max_distance=self.relative_max_distance, image_size=self.image_size)
         at_least(self, 1, patch_size=self.patch_size, n_channels=self.n_channels)
         at_least(self, 0, n_decoder_layers=self.n_decoder_layers, vocab_size=self.vocab_size, init_std=self.init_std)
@@ -83,8 +92,11 @@ class TransformerConfig:
         probability(self, dropout=self.dropout, attn_dropout=self.attn_dropout, ffn_dropout=self.ffn_dropout)
         fraction_ok = 0 < self.rope_fraction <= 1
         require(self, "rope_fraction", self.rope_fraction, fraction_ok, "must be more than 0 and at most 1")
+        self._check_rope_scaling()
         divides = self.d_head is not None or self.d_model % self.n_heads == 0
         require(self, "n_heads", self.n_heads, divides, f"must divide d_model={self.d_model} (or set d_head)")
+        groups = self.n_heads % self.kv_heads == 0
+        require(self, "n_kv_heads", self.n_kv_heads, groups, f"must divide n_heads={self.n_heads}")
         patches = self.image_size % self.patch_size == 0
         require(self, "image_size", self.image_size, patches, f"must be a multiple of patch_size={self.patch_size}")
         for name in ("norm", "norm_position", "activation", "position", "attention", "init_scheme"):
@@ -92,10 +104,25 @@ class TransformerConfig:
             value = getattr(self, name)
             require(self, name, value, value in allowed, f"must be one of: {', '.join(allowed)}")
 
+    def _check_rope_scaling(self) -> None:
+        """rope_scaling names a known rope_type and gives every key that type needs."""
+        if self.rope_scaling is None:
+            return
+        kind = self.rope_scaling.get("rope_type")
+        known = kind in ROPE_SCALINGS
+        require(self, "rope_scaling", self.rope_scaling, known, f"needs rope_type one of: {', '.join(ROPE_SCALINGS)}")
+        missing = [k for k in ROPE_SCALINGS[kind] if k not in self.rope_scaling]
+        require(self, "rope_scaling", self.rope_scaling, not missing, f"rope_type {kind!r} needs {missing}")
+
     @property
     def head_dim(self) -> int:
         """Width of one attention head."""
         return self.d_head or self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: n_kv_heads, or n_heads when unset."""
+        return self.n_kv_heads or self.n_heads
 
     @property
     def inner_dim(self) -> int:

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from tetraformer.core.attention import Attention
 from tetraformer.core.cache import LayerCache
 from tetraformer.core.config import TransformerConfig
+from tetraformer.core.norms import make_norm
 from tetraformer.core.positions import Rotary
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
@@ -21,13 +22,6 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "geglu": F.gelu,
     "geglu_tanh": lambda x: F.gelu(x, approximate="tanh"),
 }
-
-
-def make_norm(cfg: TransformerConfig) -> nn.Module:
-    """LayerNorm or RMSNorm over d_model, with the config's epsilon and bias setting."""
-    if cfg.norm == "rmsnorm":
-        return nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
-    return nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
 
 
 class FeedForward(nn.Module):

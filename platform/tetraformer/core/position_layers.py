@@ -27,4 +27,6 @@ def attention_bias(cfg: TransformerConfig, causal: bool) -> nn.Module | None:
 
 def rotary(cfg: TransformerConfig) -> Rotary | None:
     """The config's rotation of queries and keys (RoPE), or None."""
-    return Rotary(cfg.head_dim, cfg.rope_base, cfg.rope_fraction) if cfg.position == "rotary" else None
+    if cfg.position != "rotary":
+        return None
+    return Rotary(cfg.head_dim, cfg.rope_base, cfg.rope_fraction, cfg.rope_scaling)

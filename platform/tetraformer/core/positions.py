@@ -13,6 +13,8 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from tetraformer.core.rope_scaling import rope_frequencies
+
 Position = Literal["sinusoidal", "learned", "relative", "rotary", "alibi", "none"]
 
 
@@ -146,16 +148,20 @@ class ALiBi(nn.Module):
 class Rotary(nn.Module):
     """Rotary position embedding (RoPE), applied to queries and keys inside attention."""
 
-    def __init__(self, head_dim: int, base: float = 10000.0, fraction: float = 1.0) -> None:
+    def __init__(
+        self, head_dim: int, base: float = 10000.0, fraction: float = 1.0, scaling: dict | None = None
+    ) -> None:
         super().__init__()
         self.rot_dim = int(head_dim * fraction) // 2 * 2
-        inv_freq = base ** (-torch.arange(0, self.rot_dim, 2, dtype=torch.float32) / self.rot_dim)
+        inv_freq, self.attention_factor = rope_frequencies(self.rot_dim, base, scaling)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def angles(self, length: int, offset: int = 0) -> tuple[Tensor, Tensor]:
         """cos and sin tables, each (T, rot_dim / 2), for positions offset..offset+T."""
         pos = torch.arange(offset, offset + length, device=self.inv_freq.device, dtype=torch.float32)
         freqs = torch.outer(pos, self.inv_freq)
+        if self.attention_factor != 1.0:  # YaRN scales queries and keys alike
+            return freqs.cos() * self.attention_factor, freqs.sin() * self.attention_factor
         return freqs.cos(), freqs.sin()
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:

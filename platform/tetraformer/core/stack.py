@@ -36,6 +36,7 @@ class TransformerStack(nn.Module):
     def __init__(self, cfg: TransformerConfig, n_layers: int, causal: bool, cross_attention: bool) -> None:
         super().__init__()
         self.causal, self.checkpointing = causal, cfg.activation_checkpointing
+        self.window = cfg.sliding_window if causal else None  # a sliding window limits causal self-attention
         self.layers = nn.ModuleList(Block(cfg, cross_attention) for _ in range(n_layers))
         self.final_norm = make_norm(cfg) if cfg.norm_position == "pre" else nn.Identity()
         self.position_bias, self.rotary = attention_bias(cfg, causal), rotary(cfg)
@@ -117,13 +118,23 @@ class TransformerStack(nn.Module):
         cache: KVCache | None,
         documents: Tensor | None = None,
     ) -> tuple[Tensor | None, bool]:
-        """Self-attention mask (boolean, or float when a position bias is folded in) and the SDPA causal flag."""
+        """Self-attention mask (boolean, or float when a position bias is folded in) and the SDPA causal flag.
+
+        With a sliding window and a cache, the keys are the window - 1 positions before the new ones and
+        these (what LayerCache.append returns), so the mask starts at position k_start.
+        """
         t, k_len = x.shape[1], offset + x.shape[1]
+        k_start = max(0, offset - (self.window - 1)) if self.window is not None and cache is not None else 0
         bias = self._position_bias(t, k_len, offset, cache)
-        if self.causal and padding_mask is None and bias is None and documents is None and (offset == 0 or t == 1):
+        bias = bias[..., k_start:] if bias is not None else None
+        padding_mask = padding_mask[:, k_start:] if padding_mask is not None else None
+        all_seen = self.window is None or k_len <= self.window  # no key has left any query's window yet
+        fused = (offset == 0 and all_seen) or t == 1
+        if self.causal and padding_mask is None and bias is None and documents is None and fused:
             return None, offset == 0  # the fused causal kernel; one new token may attend every key anyway
-        causal = self.causal and t > 1  # one query at the last position may attend every key anyway
-        mask = combine_masks(padding_mask, causal, t, k_len, offset, x.device, documents)
+        causal = self.causal and (t > 1 or not all_seen)  # one query at the last position sees every key
+        window, length = self.window, k_len - k_start
+        mask = combine_masks(padding_mask, causal, t, length, offset, x.device, window, k_start, documents=documents)
         return mask_to_bias(mask, bias, x.dtype), False
 
     def _position_bias(self, t: int, k_len: int, offset: int, cache: KVCache | None) -> Tensor | None:
@@ -159,4 +170,4 @@ class Decoder(TransformerStack):
 
     def new_cache(self) -> KVCache:
         """An empty cache with a layer cache per block (`reserve` it to preallocate)."""
-        return KVCache.empty(len(self.layers))
+        return KVCache.empty(len(self.layers), self.window)

@@ -1,6 +1,7 @@
-"""Hugging Face checkpoints in and out: BERT, GPT-2, T5 and ViT load into the core with identical outputs.
+"""Hugging Face checkpoints in and out: BERT, GPT-2, T5, ViT and the Llama family (Llama, Mistral, Qwen2, Qwen3)
+load into the core with identical outputs.
 
-Importing this package registers the four families and makes Hugging Face model directories a source
+Importing this package registers the five families and makes Hugging Face model directories a source
 that `init_from` reads (tetraformer.payload.STARTING_POINTS).
 """
 
@@ -30,4 +31,4 @@ __all__ = [
     "save_hf",
 ]
 
-from tetraformer.interop import bert, gpt2, t5, vit  # noqa: F401,E402  (registers the families)
+from tetraformer.interop import bert, gpt2, llama, t5, vit  # noqa: F401,E402  (registers the families)

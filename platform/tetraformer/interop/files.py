@@ -12,8 +12,12 @@ from torch import Tensor
 from tetraformer.interop.errors import InteropError
 from tetraformer.safe_loading import load_torch_file
 
-TOKENIZER_FILES = (
+TOKENIZER_FILES = (  # copied beside the weights on save: the tokenizer, its chat template, the generation defaults
     "tokenizer.json",
+    "tokenizer.model",
+    "chat_template.jinja",
+    "chat_template.json",
+    "generation_config.json",
     "tokenizer_config.json",
     "special_tokens_map.json",
     "vocab.txt",

@@ -28,7 +28,7 @@ from tetraformer.interop.mapping import (
     weight_and_bias,
 )
 from tetraformer.interop.outputs import ModelOutput
-from tetraformer.interop.registry import FamilySpec, HFModel, register
+from tetraformer.interop.registry import ExportChoice, FamilySpec, HFModel, register
 
 # GPT2Config's defaults: what transformers assumes for an entry config.json leaves out
 DEFAULTS = dict(
@@ -215,6 +215,10 @@ SPEC = FamilySpec(
     config_to_hf=config_to_hf,
     heads=(HFGPT2Model, HFGPT2LMHeadModel),
     load=load,
-    exports={CausalLM: "GPT2LMHeadModel"},
+    exports={
+        CausalLM: ExportChoice(
+            ("GPT2LMHeadModel",), lambda net: None if net.cfg.position == "rotary" else "GPT2LMHeadModel"
+        )
+    },
 )
 register(SPEC)

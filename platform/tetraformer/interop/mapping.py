@@ -1,8 +1,9 @@
 """Declarative tensor maps between a Hugging Face state dict and ours, used in both directions.
 
 A Rule names one tensor of our model and the Hugging Face tensor(s) it is made of: several HF tensors
-concatenate along the output dimension (BERT's query, key, value -> our fused qkv), and `transpose`
-covers GPT-2's Conv1D, which stores weights as (in, out).
+concatenate along the output dimension (BERT's query, key, value -> our fused qkv; in rows of `sizes`
+when they differ, as grouped-query attention's Q and K/V do), and `transpose` covers GPT-2's Conv1D, which
+stores weights as (in, out).
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ class Rule:
     ours: str  # key in our model's state dict
     theirs: tuple[str, ...]  # HF keys, concatenated along dim 0 (after transposing)
     transpose: bool = False  # HF stores the 2-D weight as (in, out)
+    sizes: tuple[int, ...] | None = None  # rows of each HF tensor when they are not equal parts
+
+
+def fused(ours: str, theirs: tuple[str, ...], sizes: tuple[int, ...], names: tuple[str, ...]) -> list[Rule]:
+    """Rules for the `names` (weight, bias) of a projection fused from HF tensors of `sizes` output rows."""
+    return [Rule(f"{ours}.{name}", tuple(f"{t}.{name}" for t in theirs), sizes=sizes) for name in names]
 
 
 def weight_and_bias(ours: str, *theirs: str, transpose: bool = False) -> list[Rule]:
@@ -67,9 +74,13 @@ def import_state(model: nn.Module, rules: list[Rule], reader: WeightReader) -> N
 
 def _gather(rule: Rule, reader: WeightReader, shape: tuple[int, ...]) -> Tensor:
     """Our tensor of `shape` from the rule's HF tensors, each checked against the shape it must have."""
-    part = (shape[0] // len(rule.theirs), *shape[1:])
-    hf_shape = part[::-1] if rule.transpose and len(part) == 2 else part
-    parts = [_orient(reader.take(key, hf_shape), rule.transpose) for key in rule.theirs]
+    rows = rule.sizes or (shape[0] // len(rule.theirs),) * len(rule.theirs)
+    parts = []
+    for key, n in zip(rule.theirs, rows, strict=True):
+        part = (n, *shape[1:])
+        parts.append(
+            _orient(reader.take(key, part[::-1] if rule.transpose and len(part) == 2 else part), rule.transpose)
+        )
     return fuse(*parts) if len(parts) > 1 else parts[0]
 
 
@@ -77,7 +88,7 @@ def export_state(model: nn.Module, rules: list[Rule]) -> dict[str, Tensor]:
     """Hugging Face tensors from our model: each rule's tensor split, transposed and copied."""
     state, out = model.state_dict(), {}
     for rule in rules:
-        for key, part in zip(rule.theirs, split(state[rule.ours], len(rule.theirs)), strict=True):
+        for key, part in zip(rule.theirs, split(state[rule.ours], rule.sizes or len(rule.theirs)), strict=True):
             out[key] = _orient(part, rule.transpose).clone()  # own storage: safetensors refuses shared tensors
     return out
 

@@ -1,6 +1,6 @@
 """One registry of Hugging Face families: load_hf, save_hf and the export of core networks all dispatch here.
 
-Each family file (bert, gpt2, t5, vit) has the same shape: `config_from_hf` / `config_to_hf`, its tensor
+Each family file (bert, gpt2, llama, t5, vit) has the same shape: `config_from_hf` / `config_to_hf`, its tensor
 rules, one HFModel class per architecture (head), a `load(cls, hf_config, weights, source)` function, and
 one `FamilySpec` registered at import.
 """
@@ -48,6 +48,17 @@ ExportKey = type[nn.Module] | tuple[type[nn.Module], type[nn.Module]]
 
 
 @dataclass(frozen=True)
+class ExportChoice:
+    """Several architectures one network type may export as: `pick` says which for a network (None: not this family)."""
+
+    architectures: tuple[str, ...]
+    pick: Callable[[nn.Module], str | None]
+
+
+ExportAs = str | ExportChoice  # the architecture a network of that type exports as, or a choice among several
+
+
+@dataclass(frozen=True)
 class FamilySpec:
     """One Hugging Face model family: its configs both ways, its heads, how they load, what exports as it."""
 
@@ -56,7 +67,7 @@ class FamilySpec:
     config_to_hf: Callable[..., dict]  # (core config, original config.json, ...) -> config.json entries
     heads: tuple[type[HFModel], ...]  # one class per architecture, named by its `architecture`
     load: Loader
-    exports: dict[ExportKey, str] = field(default_factory=dict)  # network type (on backbone type) -> architecture
+    exports: dict[ExportKey, ExportAs] = field(default_factory=dict)  # network type (on backbone type) -> architecture
 
     def head(self, architecture: str) -> type[HFModel]:
         """The class of one of this family's architectures."""
@@ -88,14 +99,17 @@ def export_class(net: nn.Module) -> type[HFModel]:
     """The HFModel class a core network is written as, or an error listing the exportable network types.
 
     A task network on a backbone (a classifier on a text or an image encoder) is looked up with its
-    backbone's type first, then alone.
+    backbone's type first, then alone; a family whose export is an ExportChoice asks it (a causal LM with
+    rotary positions is a Llama-family model, one with a learned table a GPT-2).
     """
     backbone = getattr(net, "backbone", None)
     keys: list[ExportKey] = [(type(net), type(backbone))] if isinstance(backbone, nn.Module) else []
     for key in [*keys, type(net)]:
         for spec in FAMILIES.values():
-            if key in spec.exports:
-                return spec.head(spec.exports[key])
+            architecture = spec.exports.get(key)
+            architecture = architecture.pick(net) if isinstance(architecture, ExportChoice) else architecture
+            if architecture is not None:
+                return spec.head(architecture)
     known = ", ".join(export_name(key) for spec in FAMILIES.values() for key in spec.exports)
     raise InteropError(
         f"no Hugging Face export for a {export_name(keys[0] if keys else type(net))} network (exportable: {known})"

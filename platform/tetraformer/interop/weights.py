@@ -53,6 +53,6 @@ def fuse(*tensors: Tensor) -> Tensor:
     return torch.cat(tensors, dim=0)
 
 
-def split(tensor: Tensor, parts: int) -> list[Tensor]:
-    """Undo `fuse`: equal chunks along the output dimension."""
-    return list(tensor.chunk(parts, dim=0))
+def split(tensor: Tensor, parts: int | tuple[int, ...]) -> list[Tensor]:
+    """Undo `fuse`: equal chunks along the output dimension, or chunks of the given numbers of rows."""
+    return list(tensor.chunk(parts, dim=0) if isinstance(parts, int) else tensor.split(parts, dim=0))

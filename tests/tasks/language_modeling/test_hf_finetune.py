@@ -99,10 +99,11 @@ def test_convert_both_ways(
     assert (out / "tokenizer.json").is_file()
 
 
-def test_convert_refuses_what_gpt2_cannot_express(
+def test_convert_refuses_what_no_family_can_express(
     run_cli: Callable[..., Path], text_file: Path, tmp_path: Path
 ) -> None:
-    """A rotary-position GPT has no GPT-2 form: to-hf says so instead of writing a wrong model."""
+    """A rotary-position GPT with LayerNorm and GELU is neither GPT-2 nor a Llama: to-hf says which fields differ
+    instead of writing a wrong model."""
     run = run_cli("fit", "--trainer.fast_dev_run", "1", train_path=str(text_file), documents="line")
-    with pytest.raises(InteropError, match="position"):
+    with pytest.raises(InteropError, match=r"cannot export as Llama.*'norm': 'layernorm'"):
         convert_command(["to-hf", str(run / "checkpoints" / "last.ckpt"), str(tmp_path / "x")])
