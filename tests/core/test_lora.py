@@ -148,3 +148,28 @@ def test_bad_options(field: str, value: object) -> None:
     """Each bad option names itself."""
     with pytest.raises(OptionError, match=field):
         LoRAConfig(**{field: value})
+
+
+def test_llama_shaped_decoder_takes_lora_on_every_role(tiny_model) -> None:
+    """Grouped-query attention (q | k | v of unequal widths), q/k norms and RoPE scaling: a new adapter changes
+    nothing, and merged trained adapters give the unmerged outputs."""
+    shape = {
+        "n_heads": 4,
+        "n_kv_heads": 2,
+        "qk_norm": True,
+        "norm": "rmsnorm",
+        "activation": "swiglu",
+        "position": "rotary",
+        "bias": False,
+        "rope_scaling": {"rope_type": "linear", "factor": 2.0},
+    }
+    model = tiny_model("causal", **shape)
+    inputs = _inputs(model, "causal")
+    before = _logits(model, "causal", inputs)
+    apply_lora(model, LoRAConfig(rank=4, alpha=8, targets=ALL))
+    torch.testing.assert_close(_logits(model, "causal", inputs), before, rtol=0, atol=0)
+    _train_adapters(model)
+    unmerged = _logits(model, "causal", inputs)
+    assert not torch.allclose(unmerged, before)
+    merge_lora(model)
+    torch.testing.assert_close(_logits(model, "causal", inputs), unmerged, rtol=0, atol=1e-5)
