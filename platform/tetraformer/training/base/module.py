@@ -183,7 +183,8 @@ class TaskModule(L.LightningModule):
 
     def base_network(self, cfg: TransformerConfig, source: str) -> nn.Module:
         """The network of a checkpoint's `cfg` with the weights of the base its LoRA adapters refer to."""
-        _, state = self.adapt_pretrained(cfg, starting_point(source)[1], self.spec)
+        source_cfg, state = starting_point(source)
+        _, state = self.adapt_pretrained(source_cfg, state, self.spec)  # as the run fitted it (e.g. grown rows)
         net = self.make_network(cfg)
         load_weights(net, state, source)
         return net
