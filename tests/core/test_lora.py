@@ -173,3 +173,14 @@ def test_llama_shaped_decoder_takes_lora_on_every_role(tiny_model) -> None:
     assert not torch.allclose(unmerged, before)
     merge_lora(model)
     torch.testing.assert_close(_logits(model, "causal", inputs), unmerged, rtol=0, atol=1e-5)
+
+
+def test_untied_head_adapts_and_merges(tiny_model) -> None:
+    """An untied LM head takes an adapter like any layer, and merges exactly."""
+    model = tiny_model("causal", tie_embeddings=False)
+    assert apply_lora(model, LoRAConfig(rank=2, targets=["head"])) == ["lm_head.proj"]
+    _train_adapters(model)
+    ids = torch.randint(1, 100, (2, 6))
+    unmerged = model(ids)
+    merge_lora(model)
+    torch.testing.assert_close(model(ids), unmerged, rtol=0, atol=1e-5)
