@@ -19,7 +19,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# everything (about 13 minutes on 2 CPU cores); pytest lists the 20 slowest tests
+# everything (about 14 minutes on 2 CPU cores); pytest lists the 20 slowest tests
 test: lint
 	$(PY) -m pytest -q
 
