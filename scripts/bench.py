@@ -32,7 +32,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import bench_generation
@@ -41,7 +41,7 @@ from bench_models import BUILDERS, HF_ATTENTION, Batch, LossFn, Pair, check_para
 from bench_table import CLOCKS, add_clock_option, format_rows, machine
 from torch import nn
 
-from tetraformer.accel import bf16_layouts
+from tetraformer.accel import bf16_layouts, chosen_attention
 from tetraformer.training.callbacks.peak import measure_matmuls, synchronize
 
 FAMILIES = ("bert", "gpt", "t5", "vit")
@@ -97,9 +97,10 @@ def autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractCon
 Step = Callable[[torch.dtype], None]
 
 
-def make_step(model: nn.Module, loss_fn: LossFn, batch: Batch, device: torch.device) -> Step:
-    """A closure running one forward + backward + AdamW step of the model on the batch, in a dtype."""
-    opt = torch.optim.AdamW(model.parameters(), **ADAMW)
+def make_step(model: nn.Module, loss_fn: LossFn, batch: Batch, device: torch.device, fused: bool = True) -> Step:
+    """A closure running one forward + backward + AdamW step of the model on the batch, in a dtype: the fused
+    AdamW kernel by default, as both Tetraformer's and Hugging Face Trainer's defaults take it on CPUs and GPUs."""
+    opt = torch.optim.AdamW(model.parameters(), **ADAMW, fused=fused or None)
     model.train()
 
     def step(dtype: torch.dtype) -> None:
@@ -112,9 +113,13 @@ def make_step(model: nn.Module, loss_fn: LossFn, batch: Batch, device: torch.dev
     return step
 
 
-def layouts(model: nn.Module, dtype_name: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """What training applies to our model in this dtype: accel's measured bf16 layouts on a CPU, else nothing."""
-    return bf16_layouts(model) if device.type == "cpu" and dtype_name == "bf16" else contextlib.nullcontext()
+@contextlib.contextmanager
+def layouts(model: nn.Module, dtype_name: str, device: torch.device) -> Iterator[None]:
+    """What training applies to our model in this dtype: accel's measured attention kernels, and its measured
+    bf16 layouts on a CPU."""
+    cpu_bf16 = device.type == "cpu" and dtype_name == "bf16"
+    with chosen_attention(model), bf16_layouts(model) if cpu_bf16 else contextlib.nullcontext():
+        yield
 
 
 def time_steps(step: Step, dtype: torch.dtype, n: int, device: torch.device, clock: str = "wall") -> float:
@@ -193,7 +198,8 @@ def describe(args: argparse.Namespace) -> str:
     return "\n".join(
         [
             machine(args.device),
-            f"HF attn_implementation={HF_ATTENTION!r}; both sides: AdamW {ADAMW}, same inputs and loss code",
+            f"HF attn_implementation={HF_ATTENTION!r}; both sides: {args.adamw} AdamW {ADAMW}, same inputs and loss "
+            f"code; ours: attention kernels {os.environ.get('TETRAFORMER_ATTENTION', 'auto')}",
             f"{args.warmup} warm-up step(s) per side, family and dtype; per dtype up to {args.rounds} interleaved "
             f"rounds of {args.steps} step(s), fewer once a cell's rounds pass {args.budget:.0f} s",
             f"{args.clock} clock; throughput and MFU from median step times; "
@@ -220,6 +226,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=1, help="untimed steps per side, family and dtype")
     p.add_argument("--budget", type=float, default=30.0, help="seconds after which a cell stops adding rounds")
     p.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
+    p.add_argument(
+        "--adamw", choices=["fused", "loop"], default="fused", help="both sides' AdamW kernel (fused: both defaults)"
+    )
     p.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES))
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="CPU threads")
@@ -256,8 +265,8 @@ def run_family(family: str, args: argparse.Namespace) -> list[Result]:
     ours, hf = check_params(pair)
     print(f"{family}: {ours:,} parameters (ours) == {hf:,} (HF)", flush=True)
     steps = {
-        "ours": make_step(pair.ours, pair.ours_loss, pair.batch, args.device),
-        "HF": make_step(pair.hf, pair.hf_loss, pair.batch, args.device),
+        "ours": make_step(pair.ours, pair.ours_loss, pair.batch, args.device, args.adamw == "fused"),
+        "HF": make_step(pair.hf, pair.hf_loss, pair.batch, args.device, args.adamw == "fused"),
     }
     results = []
     for dtype in args.dtypes:

@@ -70,7 +70,7 @@ def test_unreadable_cache_is_ignored(tmp_path: Path, caplog: pytest.LogCaptureFi
     path = tmp_path / "layouts.json"
     path.write_text("{not json")
     assert LayoutChooser(fake_timer({"dx": "rc"}), path).layout("dx", SHAPE) == "rc"
-    assert "ignoring the bf16 layout cache" in caplog.text
+    assert "ignoring the kernel choice cache" in caplog.text
     assert json.loads(path.read_text())[machine_key()] == {"dx 64x24x56": "rc"}
 
 

@@ -6,10 +6,20 @@ timed fastest here (the training module does so for CPU runs in bf16); `decoding
 `generate` that multiplies decoding steps' few rows by a transposed LM-head copy or oneDNN-packed weights where
 those were timed faster. Every choice is timed once per shape on values that draw nothing from the global random
 stream, and cached per machine (`chooser.cache_path`); `TETRAFORMER_BF16_LAYOUT=natural|transposed|auto` overrides
-the bf16 layouts. The core never imports this package.
+the bf16 layouts. `use_chosen_attention` makes a network's attention layers run the kernel (SDPA's backends or
+batched matmuls) timed fastest here for each kind of call, within a memory budget (`chosen_attention.py`;
+`TETRAFORMER_ATTENTION` forces one). The core never imports this package.
 """
 
 from tetraformer.accel.bf16_linear import LayoutLinear, bf16_layouts, use_bf16_layouts
+from tetraformer.accel.chosen_attention import chosen_attention, use_chosen_attention
 from tetraformer.accel.decoding import decoding
 
-__all__ = ["LayoutLinear", "bf16_layouts", "decoding", "use_bf16_layouts"]
+__all__ = [
+    "LayoutLinear",
+    "bf16_layouts",
+    "chosen_attention",
+    "decoding",
+    "use_bf16_layouts",
+    "use_chosen_attention",
+]

@@ -14,13 +14,15 @@ contiguous transpose). The math is the same in every layout; only the kernel one
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import json
 import logging
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -123,8 +125,15 @@ class LayoutChooser:
     """Picks the fastest of a few equivalent ways to compute something, by timing them once per key on this
     machine; remembers the picks in a file. LayoutLinear's bf16 products are its main user."""
 
-    def __init__(self, timer: Timer = time_call, path: Path | None = None) -> None:
-        self.timer, self.path = timer, path
+    def __init__(
+        self,
+        timer: Timer = time_call,
+        path: Path | None = None,
+        machine: Callable[[], str] = machine_key,
+        name: str = "matmul_layouts.json",
+        margin: float = MARGIN,
+    ) -> None:
+        self.timer, self.path, self.machine, self.name, self.margin = timer, path, machine, name, margin
         self.choices: dict[str, str] | None = None  # "fwd 2048x256x1024" -> layout, loaded on first use
 
     def layout(self, product: str, shape: Shape) -> str:
@@ -136,12 +145,29 @@ class LayoutChooser:
         return self.pick(key, NATURAL[product], lambda: layout_calls(product, shape))
 
     def pick(self, key: str, default: str, calls: Callable[[], dict[str, Callable[[], object]]]) -> str:
-        """The cached choice for key, or the fastest of calls() (unless `default` is within MARGIN of it)."""
+        """The cached choice for key, or the fastest of calls() (unless `default` is within the margin of it)."""
         choices = self._choices()
         if key not in choices:
-            choices[key] = self._fastest(key, default, calls())
-            self._save(key, choices[key])
+            with self._lock():  # one process on this machine times a key; the others then read its choice
+                choices[key] = self._read().get(self.machine(), {}).get(key) or self._fastest(key, default, calls())
+                self._save(key, choices[key])
         return choices[key]
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        """Hold the cache file's lock (an exclusive flock on a file beside it); without one when it cannot be had."""
+        path = self._file()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(path.with_name(f".{path.name}.lock"), "a")  # noqa: SIM115 - closed below
+        except OSError:
+            yield
+            return
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+        finally:
+            handle.close()  # closing releases the lock
 
     def _forced(self, product: str, mode: str) -> str:
         """The layout a forced mode names."""
@@ -157,19 +183,19 @@ class LayoutChooser:
                 times[name] = self.timer(key, name, call, best)
                 best = min(best, times[name])
         choice = min(times, key=times.__getitem__)
-        if times[default] <= MARGIN * times[choice]:
+        if default in times and times[default] <= self.margin * times[choice]:
             choice = default  # close enough: the default needs no copies (Linear: plain F.linear)
         log.debug("%s: %s -> %s", key, {k: f"{v * 1e3:.3f} ms" for k, v in times.items()}, choice)
         return choice
 
     def _file(self) -> Path:
         """Where the choices are kept."""
-        return self.path or cache_path()
+        return self.path or cache_root() / self.name
 
     def _choices(self) -> dict[str, str]:
         """This machine's choices so far (read from the cache file once)."""
         if self.choices is None:
-            self.choices = dict(self._read().get(machine_key(), {}))
+            self.choices = dict(self._read().get(self.machine(), {}))
         return self.choices
 
     def _read(self) -> dict[str, dict[str, str]]:
@@ -179,7 +205,7 @@ class LayoutChooser:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as err:
-            log.warning("ignoring the bf16 layout cache %s: %s", self._file(), err)
+            log.warning("ignoring the kernel choice cache %s: %s", self._file(), err)
             return {}
         return data if isinstance(data, dict) else {}
 
@@ -187,14 +213,14 @@ class LayoutChooser:
         """Add one choice to the file, merged with what other processes wrote, replaced atomically."""
         path = self._file()
         data = self._read()
-        data.setdefault(machine_key(), {})[key] = layout
+        data.setdefault(self.machine(), {})[key] = layout
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
             os.replace(tmp, path)
         except OSError as err:
-            log.warning("could not write the bf16 layout cache %s: %s (the choice holds for this run)", path, err)
+            log.warning("could not write the kernel choice cache %s: %s (the choice holds for this run)", path, err)
 
 
 CHOOSER = LayoutChooser()

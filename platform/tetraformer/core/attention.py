@@ -54,28 +54,31 @@ class Attention(nn.Module):
             q, k = rope(q, cos, sin), rope(k, cos, sin)
         if cache is not None and not self.cross:
             k, v = cache.append(k, v)
+        y, weights = self.attend(q, k, v, mask, is_causal, need_weights)  # (B, H, T, Dh)
+        y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.inner)  # (B, T, H*Dh)
+        return self.out(y), weights
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """softmax(q k^T * scale + mask) v: (B, H, T, Dh), (B, Hkv, S, Dh) x2 -> (B, H, T, Dh), and the weights
+        when asked. The one place attention is computed: accel's measured kernels replace this method."""
         dropout, eager = self.dropout if self.training else 0.0, need_weights or self.backend == "eager"
         gqa = {}  # SDPA's own grouped-query path: torch >= 2.5, and only without a mask (else it is the slow kernel)
         if self.n_kv_heads != self.n_heads and (eager or mask is not None or not SDPA_GQA):
-            k, v = (t.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1) for t in (k, v))  # (B, H, S, Dh)
+            k, v = self.repeat_kv(k), self.repeat_kv(v)  # (B, H, S, Dh)
         elif self.n_kv_heads != self.n_heads:
             gqa = {"enable_gqa": True}
         if eager:
-            y, weights = eager_attention(q, k, v, mask, is_causal, self.scale, dropout)
-        else:
-            y = F.scaled_dot_product_attention(
-                q,
-                k,
-                v,
-                attn_mask=mask,
-                dropout_p=dropout,
-                is_causal=is_causal and mask is None,
-                scale=self.scale,
-                **gqa,
-            )
-            weights = None
-        y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.inner)  # (B, T, H*Dh)
-        return self.out(y), weights
+            return eager_attention(q, k, v, mask, is_causal, self.scale, dropout)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal and mask is None, scale=self.scale, **gqa
+        )
+        return y, None
+
+    def repeat_kv(self, x: Tensor) -> Tensor:
+        """Key or value heads shared by groups of query heads, repeated: (B, Hkv, S, Dh) -> (B, H, S, Dh)."""
+        return x if self.n_kv_heads == self.n_heads else x.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1)
 
     def _project(self, x: Tensor, memory: Tensor | None, cache: LayerCache | None) -> tuple[Tensor, Tensor, Tensor]:
         """Queries from x; keys/values from x (self) or the memory (cross, computed once per cache)."""

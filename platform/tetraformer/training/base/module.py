@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 from torchmetrics import Metric
 
-from tetraformer.accel import use_bf16_layouts
+from tetraformer.accel import use_bf16_layouts, use_chosen_attention
 from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.core.config import TransformerConfig
 from tetraformer.core.lora import LoRAConfig
@@ -143,10 +143,14 @@ class TaskModule(L.LightningModule):
 
     def configure_model(self) -> None:
         """Build the network from the DataSpec, load starting weights if asked, compile if asked; on a CPU in
-        bf16, give its Linear layers the measured bf16 layouts (also to a network a checkpoint built)."""
+        bf16, give its Linear layers the measured bf16 layouts; attention runs the kernels measured fastest (also
+        in a network a checkpoint built). A compiled network keeps the stock layers."""
         if self.net is None:
             self._build_network()
-        if self.net is not None and self._trainer is not None and self._cpu_bf16() and not self.compile_network:
+        if self.net is None or self._trainer is None or self.compile_network:
+            return
+        use_chosen_attention(self.net)
+        if self._cpu_bf16():
             layers = use_bf16_layouts(self.net)
             log.debug("bf16 CPU run: %d Linear layers take the measured layouts", len(layers))
 
