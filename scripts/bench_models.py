@@ -20,6 +20,7 @@ from transformers import (
     ViTForImageClassification,
 )
 
+from tetraformer.accel.linear_cross_entropy import lm_loss
 from tetraformer.core import (
     CausalLM,
     ImageEncoder,
@@ -140,8 +141,8 @@ def gpt_pair() -> Pair:
     labels = torch.cat((ids[:, 1:], torch.full_like(ids[:, :1], -100)), dim=1)
     batch = {"input_ids": ids, "labels": labels}
 
-    def ours_loss(m: nn.Module, b: Batch) -> Tensor:
-        return token_loss(m(b["input_ids"]), b["labels"])
+    def ours_loss(m: nn.Module, b: Batch) -> Tensor:  # as training computes it: accel's measured head + loss
+        return lm_loss(m.lm_head, m(b["input_ids"], features_only=True), b["labels"])
 
     def hf_loss(m: nn.Module, b: Batch) -> Tensor:
         return token_loss(m(input_ids=b["input_ids"]).logits, b["labels"])
@@ -175,9 +176,9 @@ def t5_pair() -> Pair:
     batch["labels"] = labels
     batch["decoder_input_ids"] = torch.cat((torch.zeros_like(labels[:, :1]), labels[:, :-1]), dim=1)
 
-    def ours_loss(m: nn.Module, b: Batch) -> Tensor:
-        logits = m(b["input_ids"], b["decoder_input_ids"], attention_mask=b["attention_mask"])
-        return token_loss(logits, b["labels"])
+    def ours_loss(m: nn.Module, b: Batch) -> Tensor:  # as training computes it: accel's measured head + loss
+        h = m(b["input_ids"], b["decoder_input_ids"], attention_mask=b["attention_mask"], features_only=True)
+        return lm_loss(m.lm_head, h, b["labels"])
 
     def hf_loss(m: nn.Module, b: Batch) -> Tensor:
         out = m(

@@ -52,10 +52,9 @@ class InstructionTuning(CausalLMTask):
     def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
         """Cross-entropy over the assistant tokens' labels (others are IGNORE_INDEX); it feeds the perplexity."""
         labels = batch["labels"]  # (B, T), already shifted: labels[t] follows input_ids[t]
-        logits = self.net(  # (B, T, V)
-            batch["input_ids"], position_ids=batch.get("position_ids"), document_ids=batch.get("document_ids")
+        loss = self.lm_loss(
+            labels, batch["input_ids"], position_ids=batch.get("position_ids"), document_ids=batch.get("document_ids")
         )
-        loss = self.cross_entropy(logits, labels)
         return {"loss": loss, "preds": loss.detach(), "targets": labels}
 
     def batch_tokens(self, batch: dict[str, Tensor]) -> int:

@@ -26,9 +26,8 @@ class LanguageModeling(CausalLMTask):
     def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
         """Next-token cross-entropy over a (B, T+1) block; its mean NLL and targets feed the perplexity."""
         blocks = batch["input_ids"]  # (B, T + 1)
-        logits = self.net(blocks[:, :-1])  # (B, T, V)
         targets = blocks[:, 1:]  # (B, T)
-        loss = self.cross_entropy(logits, targets)
+        loss = self.lm_loss(targets, blocks[:, :-1])
         return {"loss": loss, "preds": loss.detach(), "targets": targets}
 
     def batch_tokens(self, batch: dict[str, Tensor]) -> int:

@@ -78,10 +78,8 @@ class Seq2Seq(GeneratesText, TaskModule):
     # --- loss ----------------------------------------------------------------------------------------
     def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
         """Teacher-forced cross-entropy over the (B, T) labels; -100 (padding) is ignored."""
-        logits = self.net(
-            batch["input_ids"], batch["decoder_input_ids"], batch["attention_mask"], batch["decoder_attention_mask"]
-        )  # (B, T, V)
-        return {"loss": self.cross_entropy(logits, batch["labels"])}
+        inputs = (batch["input_ids"], batch["decoder_input_ids"], batch["attention_mask"])
+        return {"loss": self.lm_loss(batch["labels"], *inputs, batch["decoder_attention_mask"])}
 
     def batch_tokens(self, batch: dict[str, Tensor]) -> int:
         """Real source and target tokens."""

@@ -147,11 +147,13 @@ class CausalLM(TextDecoder):
         cache: KVCache | None = None,
         position_ids: Tensor | None = None,
         document_ids: Tensor | None = None,
+        features_only: bool = False,
     ) -> Tensor:
-        """(B, T) ids -> (B, T, V) next-token logits; (B, T) document_ids keep packed examples apart."""
+        """(B, T) ids -> (B, T, V) next-token logits, or the (B, T, D) states the head takes with features_only;
+        (B, T) document_ids keep packed examples apart."""
         kw = {"document_ids": document_ids} if document_ids is not None else {}
         h = self.forward_features(input_ids, attention_mask, cache, position_ids, **kw).last_hidden_state
-        return self.lm_head(h)
+        return h if features_only else self.lm_head(h)
 
 
 class Seq2SeqLM(TextEncoderDecoder):
@@ -167,7 +169,10 @@ class Seq2SeqLM(TextEncoderDecoder):
         decoder_input_ids: Tensor,
         attention_mask: Tensor | None = None,
         decoder_attention_mask: Tensor | None = None,
+        features_only: bool = False,
     ) -> Tensor:
-        """(B, S) source, (B, T) target ids -> (B, T, V) logits."""
+        """(B, S) source, (B, T) target ids -> (B, T, V) logits, or the (B, T, D) states the head takes with
+        features_only."""
         features = self.forward_features(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask)
-        return self.lm_head(features.last_hidden_state)
+        h = features.last_hidden_state
+        return h if features_only else self.lm_head(h)

@@ -50,10 +50,10 @@ def test_prompt_tokens_carry_no_loss(tiny_config: Callable[..., TransformerConfi
     """The loss's gradient is zero at every position whose target is a prompt token, and not at the assistant's."""
     module = task(tiny_config())
     batch = PaddedExamples(0)(examples(3))
-    logits = module.net(batch["input_ids"]).detach().requires_grad_()
-    module.net.forward = lambda *args, **kwargs: logits  # the compute's logits, to take their gradient
+    states = module.net(batch["input_ids"], features_only=True).detach().requires_grad_()  # (B, T, D)
+    module.net.forward = lambda *args, **kwargs: states  # the states the compute's head takes, for their gradient
     module.compute(batch, "train")["loss"].backward()
-    per_position = logits.grad.abs().sum(-1)  # (B, T)
+    per_position = states.grad.abs().sum(-1)  # (B, T)
     ignored = batch["labels"] == IGNORE_INDEX
     assert torch.all(per_position[ignored] == 0)
     assert torch.all(per_position[~ignored] > 0)

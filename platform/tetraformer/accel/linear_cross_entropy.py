@@ -1,0 +1,169 @@
+"""Cross-entropy of a linear head's logits without the (N, V) logits: rows in chunks, gradients made as they go.
+
+The plain path builds (N, V) logits, casts them to fp32, takes log_softmax, and in backward makes an (N, V)
+gradient again; at a GPT's vocabulary that is most of a step's memory traffic. `linear_cross_entropy` takes the
+hidden states and the head's weight instead: for each chunk of rows it forms the chunk's logits (in the
+autocast dtype, as the plain path's matmul does), its fp32 log-sum-exp and loss, and, when gradients are wanted,
+the chunk's softmax-minus-target gradient, multiplied straight into the hidden states' and weight's gradients.
+Backward only scales those by the loss's gradient. Which path runs is timed once per shape (accel's chooser):
+`lm_loss` picks the fused one only where it measured faster on this machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tetraformer.accel import chooser
+from tetraformer.accel.bf16_linear import LayoutLinear
+from tetraformer.accel.chooser import bucket, probe
+
+CHUNK_ELEMENTS = 1 << 21  # logits per chunk (8 MB in fp32): small enough to stay in cache between passes
+
+
+def compute_dtype(h: Tensor, w: Tensor) -> torch.dtype:
+    """The dtype the head's matmul runs in: autocast's where it is on, else the operands'."""
+    if torch.is_autocast_enabled(h.device.type):
+        return torch.get_autocast_dtype(h.device.type)
+    return torch.promote_types(h.dtype, w.dtype)
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of h W^T against targets; gradients made in forward, scaled in backward."""
+
+    @staticmethod
+    def forward(ctx, h: Tensor, w: Tensor, targets: Tensor, ignore_index: int, smoothing: float) -> Tensor:
+        """h (N, D), w (V, D), targets (N,) -> the mean loss over targets that are not ignore_index."""
+        dtype = compute_dtype(h, w)
+        hc, wc = h.to(dtype), w.to(dtype)  # (N, D), (V, D)
+        valid = targets != ignore_index  # (N,)
+        count = valid.sum().clamp(min=1)
+        want_h, want_w = ctx.needs_input_grad[:2]
+        grad_h = torch.empty_like(hc) if want_h else None  # (N, D)
+        grad_w = torch.zeros(w.shape, dtype=torch.float32, device=w.device) if want_w else None  # (V, D)
+        total = torch.zeros((), dtype=torch.float32, device=h.device)
+        rows = max(1, CHUNK_ELEMENTS // w.shape[0])
+        with torch.autocast(h.device.type, enabled=False):
+            for start in range(0, h.shape[0], rows):
+                part = slice(start, start + rows)
+                loss, grad = chunk_loss(hc[part], wc, targets[part], valid[part], smoothing, want_h or want_w)
+                total += loss
+                if grad is None:
+                    continue
+                grad = (grad / count).to(dtype)  # (c, V): d(mean loss) / d(logits)
+                if grad_h is not None:
+                    grad_h[part] = grad @ wc
+                if grad_w is not None:
+                    grad_w += (grad.t() @ hc[part]).float()
+        ctx.save_for_backward(
+            grad_h if grad_h is not None else torch.empty(0), grad_w if grad_w is not None else torch.empty(0)
+        )
+        ctx.dtypes = (h.dtype, w.dtype)
+        return total / count
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
+        """The gradients made in forward, times the loss's gradient."""
+        grad_h, grad_w = ctx.saved_tensors
+        want_h, want_w = ctx.needs_input_grad[:2]
+        dh = (grad_h * grad_loss).to(ctx.dtypes[0]) if want_h else None
+        dw = (grad_w * grad_loss).to(ctx.dtypes[1]) if want_w else None
+        return dh, dw, None, None, None
+
+
+def chunk_loss(
+    h: Tensor, w: Tensor, targets: Tensor, valid: Tensor, smoothing: float, want_grad: bool
+) -> tuple[Tensor, Tensor | None]:
+    """Summed loss of a chunk's rows, and d(summed loss)/d(logits) (c, V) in fp32 when wanted."""
+    logits = (h @ w.t()).float()  # (c, V)
+    lse = logits.logsumexp(dim=-1)  # (c,)
+    safe = torch.where(valid, targets, 0)  # (c,)
+    nll = lse - logits.gather(1, safe[:, None])[:, 0]
+    if smoothing > 0:
+        nll = (1 - smoothing) * nll + smoothing * (lse - logits.mean(dim=-1))
+    loss = (nll * valid).sum()
+    if not want_grad:
+        return loss, None
+    grad = logits.sub_(lse[:, None]).exp_()  # softmax, in place of the logits
+    if smoothing > 0:
+        grad -= smoothing / logits.shape[-1]
+    grad[torch.arange(grad.shape[0], device=grad.device), safe] -= 1 - smoothing
+    return loss, grad.mul_(valid[:, None])
+
+
+def linear_cross_entropy(
+    h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int = -100, label_smoothing: float = 0.0
+) -> Tensor:
+    """Mean cross-entropy of (..., D) hidden states through a bias-free (V, D) head against (...) targets."""
+    flat = h.reshape(-1, h.shape[-1])  # (N, D)
+    return _LinearCrossEntropy.apply(flat, weight, targets.reshape(-1), ignore_index, label_smoothing)
+
+
+def plain_cross_entropy(
+    h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int = -100, label_smoothing: float = 0.0
+) -> Tensor:
+    """The same loss through (N, V) logits: F.linear, then fp32 cross-entropy."""
+    logits = F.linear(h, weight).reshape(-1, weight.shape[0])  # (N, V)
+    return F.cross_entropy(
+        logits.float(), targets.reshape(-1), ignore_index=ignore_index, label_smoothing=label_smoothing
+    )
+
+
+PATHS = {"logits": plain_cross_entropy, "fused": linear_cross_entropy}
+
+
+def fused_faster(h: Tensor, weight: Tensor) -> bool:
+    """Whether the fused path measured faster than the plain one for this shape, pass and dtype (timed once)."""
+    rows, width = h.reshape(-1, h.shape[-1]).shape
+    training = torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad)
+    dtype = compute_dtype(h, weight)
+    key = (
+        f"lmloss {'train' if training else 'infer'} {h.device.type} {str(dtype).removeprefix('torch.')} "
+        f"n{bucket(rows)} v{weight.shape[0]} d{width}"
+    )
+    return (
+        chooser.CHOOSER.pick(key, "logits", lambda: loss_calls(rows, width, weight.shape[0], dtype, training, h.device))
+        == "fused"
+    )
+
+
+def loss_calls(
+    rows: int, width: int, vocab: int, dtype: torch.dtype, training: bool, device: torch.device
+) -> dict[str, Callable[[], None]]:
+    """One call per path on probe values of the shape (forward, and backward in training)."""
+    h, w = probe(rows, width).to(device), probe(vocab, width).mul_(0.02).to(device)
+    targets = torch.arange(rows, device=device) % vocab
+    h.requires_grad_(training)
+    w.requires_grad_(training)
+
+    def run(path: str) -> None:
+        with (
+            torch.enable_grad() if training else torch.no_grad(),
+            torch.autocast(device.type, dtype, enabled=dtype != torch.float32),
+        ):
+            loss = PATHS[path](h, w, targets)
+            if training:
+                loss.backward()
+                h.grad = w.grad = None
+
+    return {path: (lambda p=path: run(p)) for path in PATHS}
+
+
+def lm_loss(head: nn.Module, h: Tensor, targets: Tensor, ignore_index: int = -100, smoothing: float = 0.0) -> Tensor:
+    """Mean cross-entropy of an LM head (core LMHead: scale, then a bias-free Linear) over (B, T, D) hidden
+    states, by the path measured faster; any other head computes its logits."""
+    proj = getattr(head, "proj", None)
+    if type(proj) not in (nn.Linear, LayoutLinear) or proj.bias is not None or not hasattr(head, "scale"):
+        logits = head(h)  # (B, T, V)
+        return F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]).float(),
+            targets.reshape(-1),
+            ignore_index=ignore_index,
+            label_smoothing=smoothing,
+        )
+    h = h * head.scale if head.scale != 1.0 else h
+    path = "fused" if fused_faster(h, proj.weight) else "logits"
+    return PATHS[path](h, proj.weight, targets, ignore_index, smoothing)
