@@ -44,6 +44,7 @@ VARIANTS: dict[str, list[str]] = {
     "compile+checkpointing": ["--model.compile", "true", "--model.arch.activation_checkpointing", "true"],
     "bf16-mixed": ["--trainer.precision", "bf16-mixed"],
     "bf16-true": ["--trainer.precision", "bf16-true"],
+    "bf16-mixed+compile": ["--trainer.precision", "bf16-mixed", "--model.compile", "true"],  # compiled: stock layers
     "lora": ["--model.lora.rank", "16", "--model.lora.save", "merged"],  # q, k, v, o adapters; the base frozen
 }
 

@@ -49,11 +49,12 @@ class _LinearCrossEntropy(torch.autograd.Function):
         with torch.autocast(h.device.type, enabled=False):
             for start in range(0, h.shape[0], rows):
                 part = slice(start, start + rows)
-                loss, grad = chunk_loss(hc[part], wc, targets[part], valid[part], smoothing, want_h or want_w)
+                weight = valid[part] / count  # (c,): each row's share of the mean
+                loss, grad = chunk_loss(hc[part], wc, targets[part], weight, smoothing, want_h or want_w)
                 total += loss
                 if grad is None:
                     continue
-                grad = (grad / count).to(dtype)  # (c, V): d(mean loss) / d(logits)
+                grad = grad.to(dtype)  # (c, V): d(mean loss) / d(logits)
                 if grad_h is not None:
                     grad_h[part] = grad @ wc
                 if grad_w is not None:
@@ -62,7 +63,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             grad_h if grad_h is not None else torch.empty(0), grad_w if grad_w is not None else torch.empty(0)
         )
         ctx.dtypes = (h.dtype, w.dtype)
-        return total / count
+        return total
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
@@ -75,23 +76,24 @@ class _LinearCrossEntropy(torch.autograd.Function):
 
 
 def chunk_loss(
-    h: Tensor, w: Tensor, targets: Tensor, valid: Tensor, smoothing: float, want_grad: bool
+    h: Tensor, w: Tensor, targets: Tensor, weight: Tensor, smoothing: float, want_grad: bool
 ) -> tuple[Tensor, Tensor | None]:
-    """Summed loss of a chunk's rows, and d(summed loss)/d(logits) (c, V) in fp32 when wanted."""
+    """A chunk's rows' losses summed with (c,) weights (zero for ignored rows), and the sum's gradient with
+    respect to the (c, V) logits in fp32 when wanted."""
     logits = (h @ w.t()).float()  # (c, V)
     lse = logits.logsumexp(dim=-1)  # (c,)
-    safe = torch.where(valid, targets, 0)  # (c,)
+    safe = torch.where(weight > 0, targets, 0)  # (c,)
     nll = lse - logits.gather(1, safe[:, None])[:, 0]
     if smoothing > 0:
         nll = (1 - smoothing) * nll + smoothing * (lse - logits.mean(dim=-1))
-    loss = (nll * valid).sum()
+    loss = (nll * weight).sum()
     if not want_grad:
         return loss, None
     grad = logits.sub_(lse[:, None]).exp_()  # softmax, in place of the logits
     if smoothing > 0:
         grad -= smoothing / logits.shape[-1]
     grad[torch.arange(grad.shape[0], device=grad.device), safe] -= 1 - smoothing
-    return loss, grad.mul_(valid[:, None])
+    return loss, grad.mul_(weight[:, None])
 
 
 def linear_cross_entropy(
