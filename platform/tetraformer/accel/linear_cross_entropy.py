@@ -101,6 +101,8 @@ def linear_cross_entropy(
 ) -> Tensor:
     """Mean cross-entropy of (..., D) hidden states through a bias-free (V, D) head against (...) targets."""
     flat = h.reshape(-1, h.shape[-1])  # (N, D)
+    if not torch.is_grad_enabled():  # needs_input_grad follows requires_grad, not grad mode: make no gradients
+        flat, weight = flat.detach(), weight.detach()
     return _LinearCrossEntropy.apply(flat, weight, targets.reshape(-1), ignore_index, label_smoothing)
 
 
