@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from contextlib import nullcontext
 from pathlib import Path
@@ -13,10 +14,11 @@ from torch import nn
 
 from tetraformer.accel import chooser
 from tetraformer.accel.chooser import NATURAL, LayoutChooser, machine_key
+from tetraformer.accel.chosen_attention import choose, use_chosen_attention
 from tetraformer.accel.linear_cross_entropy import lm_loss
 from tetraformer.accel.lm_head_row import transposed_row_faster
 from tetraformer.accel.packed import packed_faster
-from tetraformer.core import LMHead, TransformerConfig
+from tetraformer.core import Attention, LMHead, TransformerConfig
 
 
 def global_state() -> dict[str, Any]:
@@ -62,3 +64,50 @@ def assert_unchanged(before: dict[str, Any], after: dict[str, Any]) -> None:
     """The two global states are the same."""
     assert torch.equal(before.pop("rng"), after.pop("rng"))
     assert before == after
+
+
+def cold_attention_chooser(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
+    """The attention chooser with the real timer on an empty cache file; kernels measured, not forced."""
+    module = importlib.import_module("tetraformer.accel.chosen_attention")  # the package's name is the context
+    chooser = LayoutChooser(path=path, machine=lambda: "m", name=path.name, margin=module.MARGIN)
+    monkeypatch.setattr(module, "CHOOSER", chooser)
+    monkeypatch.delenv("TETRAFORMER_ATTENTION", raising=False)
+
+
+@pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])
+def test_timing_attention_kernels_draws_nothing_from_the_global_rng(
+    autocast: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Every attention kernel timed for real, forward and backward with attention dropout, on an empty cache,
+    leaves the RNG state, threads, grad mode and autocast state as they were."""
+    path = tmp_path / "attention_kernels.json"
+    cold_attention_chooser(monkeypatch, path)
+    q, k, bias = torch.randn(2, 2, 8, 16, requires_grad=True), torch.randn(2, 2, 8, 16), torch.randn(1, 2, 8, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16) if autocast else nullcontext():
+        before = global_state()
+        for query in (q, q.detach()):  # training, inference
+            for mask, causal in ((None, True), (bias, False)):
+                choose(query, k, mask, causal, 0.25, 0.5, 2)
+        after = global_state()
+    assert len(json.loads(path.read_text())["m"]) == 4  # everything was timed, not read from a cache
+    assert torch.equal(before.pop("rng"), after.pop("rng"))
+    assert before == after
+
+
+def test_a_cold_attention_cache_leaves_training_outputs_and_random_stream_as_a_warm_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A layer with attention dropout, run from one seed on an empty cache (timing) and again on the filled one,
+    gives the same output and leaves the random stream in the same state: timing draws nothing from it."""
+    path = tmp_path / "attention_kernels.json"
+    cold_attention_chooser(monkeypatch, path)
+    cfg = TransformerConfig(d_model=32, n_heads=2, n_layers=1, d_ff=64, vocab_size=50, max_len=32, attn_dropout=0.5)
+    layer, x = Attention(cfg).train(), torch.randn(2, 8, 32)
+    use_chosen_attention(layer)
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(7)
+        runs.append((layer(x, is_causal=True)[0], torch.random.get_rng_state()))
+    assert len(json.loads(path.read_text())["m"]) == 1  # the first run timed the kernels, the second read them
+    assert torch.equal(runs[0][0], runs[1][0])
+    assert torch.equal(runs[0][1], runs[1][1])

@@ -39,7 +39,10 @@ BUDGET_SHARE = 0.5  # of the memory free when first asked, that the scores of ev
 
 
 def sdpa(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float, dropout: float) -> Tensor:
-    """SDPA under its own backend choice: (B, H, T, Dh) -> (B, H, T, Dh)."""
+    """SDPA under its own backend choice: (B, H, T, Dh) -> (B, H, T, Dh). Causal with fewer queries than keys
+    gets the eager kernel's mask (queries are the last keys): SDPA's is_causal would align them with the first."""
+    if causal and q.shape[-2] != k.shape[-2]:
+        mask, causal = ~future(q.shape[-2], k.shape[-2], q.device), False
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal, scale=scale)
 
 
