@@ -41,7 +41,7 @@ from bench_models import BUILDERS, HF_ATTENTION, Batch, LossFn, Pair, check_para
 from bench_table import CLOCKS, add_clock_option, format_rows, machine
 from torch import nn
 
-from tetraformer.accel import bf16_layouts, chosen_attention
+from tetraformer.accel import bf16_layouts, measured_attention
 from tetraformer.training.callbacks.peak import measure_matmuls, synchronize
 
 FAMILIES = ("bert", "gpt", "t5", "vit")
@@ -118,7 +118,7 @@ def layouts(model: nn.Module, dtype_name: str, device: torch.device) -> Iterator
     """What training applies to our model in this dtype: accel's measured attention kernels, and its measured
     bf16 layouts on a CPU."""
     cpu_bf16 = device.type == "cpu" and dtype_name == "bf16"
-    with chosen_attention(model), bf16_layouts(model) if cpu_bf16 else contextlib.nullcontext():
+    with measured_attention(model), bf16_layouts(model) if cpu_bf16 else contextlib.nullcontext():
         yield
 
 

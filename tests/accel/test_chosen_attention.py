@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -14,13 +13,12 @@ from torch import Tensor, nn
 from torch.testing import assert_close
 
 from tetraformer.accel import attention_kernels as kernels
+from tetraformer.accel import chosen_attention as CHOSEN
 from tetraformer.accel.chooser import LayoutChooser
-from tetraformer.accel.chosen_attention import ChosenAttention, choose, chosen_attention, use_chosen_attention
+from tetraformer.accel.chosen_attention import ChosenAttention, choose, measured_attention, use_chosen_attention
 from tetraformer.core import Attention, CausalLM, TransformerConfig
 from tetraformer.core.cache import LayerCache
 
-# the package's `chosen_attention` is the context manager, which hides the module of that name
-CHOSEN = importlib.import_module("tetraformer.accel.chosen_attention")
 MACHINE = "test machine"
 FORCEABLE = ("sdpa", "flash", "math", "eager")  # the kernels that run on a CPU (flash only where SDPA takes it)
 Timings = Callable[..., list[tuple[str, str]]]
@@ -239,7 +237,7 @@ def test_the_context_restores_stock_layers(tiny_model: Callable[..., nn.Module])
     model = tiny_model("seq2seq")
     keys = list(model.state_dict())
     stock = [name for name, m in model.named_modules() if type(m) is Attention]
-    with pytest.raises(KeyError), chosen_attention(model):
+    with pytest.raises(KeyError), measured_attention(model):
         assert [name for name, m in model.named_modules() if type(m) is ChosenAttention] == stock
         assert list(model.state_dict()) == keys
         raise KeyError("inside")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 from contextlib import nullcontext
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from tetraformer.accel import chooser
+from tetraformer.accel import chooser, chosen_attention
 from tetraformer.accel.chooser import NATURAL, LayoutChooser, machine_key
 from tetraformer.accel.chosen_attention import choose, use_chosen_attention
 from tetraformer.accel.linear_cross_entropy import lm_loss
@@ -68,7 +67,7 @@ def assert_unchanged(before: dict[str, Any], after: dict[str, Any]) -> None:
 
 def cold_attention_chooser(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
     """The attention chooser with the real timer on an empty cache file; kernels measured, not forced."""
-    module = importlib.import_module("tetraformer.accel.chosen_attention")  # the package's name is the context
+    module = chosen_attention
     chooser = LayoutChooser(path=path, machine=lambda: "m", name=path.name, margin=module.MARGIN)
     monkeypatch.setattr(module, "CHOOSER", chooser)
     monkeypatch.delenv("TETRAFORMER_ATTENTION", raising=False)

@@ -12,13 +12,13 @@ batched matmuls) timed fastest here for each kind of call, within a memory budge
 """
 
 from tetraformer.accel.bf16_linear import LayoutLinear, bf16_layouts, use_bf16_layouts
-from tetraformer.accel.chosen_attention import chosen_attention, use_chosen_attention
+from tetraformer.accel.chosen_attention import measured_attention, use_chosen_attention
 from tetraformer.accel.decoding import decoding
 
 __all__ = [
     "LayoutLinear",
     "bf16_layouts",
-    "chosen_attention",
+    "measured_attention",
     "decoding",
     "use_bf16_layouts",
     "use_chosen_attention",

@@ -93,7 +93,7 @@ def use_chosen_attention(net: nn.Module) -> list[Attention]:
 
 
 @contextmanager
-def chosen_attention(net: nn.Module) -> Iterator[None]:
+def measured_attention(net: nn.Module) -> Iterator[None]:
     """Within, `net`'s core Attention layers are ChosenAttention; stock again on exit."""
     layers = use_chosen_attention(net)
     try:

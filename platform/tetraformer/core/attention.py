@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from tetraformer.core.cache import LayerCache
 from tetraformer.core.config import TransformerConfig
+from tetraformer.core.masks import causal_mask
 from tetraformer.core.norms import make_norm
 from tetraformer.core.positions import Rotary
 
@@ -64,6 +65,9 @@ class Attention(nn.Module):
         """softmax(q k^T * scale + mask) v: (B, H, T, Dh), (B, Hkv, S, Dh) x2 -> (B, H, T, Dh), and the weights
         when asked. The one place attention is computed: accel's measured kernels replace this method."""
         dropout, eager = self.dropout if self.training else 0.0, need_weights or self.backend == "eager"
+        t, s = q.shape[-2], k.shape[-2]
+        if is_causal and mask is None and t != s:  # the T queries are the last of S keys (SDPA aligns the first)
+            mask = causal_mask(t, s, s - t, q.device)[None, None]  # (1, 1, T, S)
         gqa = {}  # SDPA's own grouped-query path: torch >= 2.5, and only without a mask (else it is the slow kernel)
         if self.n_kv_heads != self.n_heads and (eager or mask is not None or not SDPA_GQA):
             k, v = self.repeat_kv(k), self.repeat_kv(v)  # (B, H, S, Dh)
