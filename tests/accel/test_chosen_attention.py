@@ -315,3 +315,29 @@ def test_forced_kernels_give_the_stock_models_logits_and_gradients(
         assert kernel == "flash", f"{kernel} refused a CPU model's inputs"
         pytest.skip("SDPA's flash kernel does not take these inputs on this CPU (a learned bias needs its gradient)")
     agree(got, expected, precision)
+
+
+def test_timing_inside_an_activation_checkpointed_block_keeps_its_probes_to_itself(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_model: Callable[..., nn.Module], token_ids: Callable
+) -> None:
+    """Kernels timed for real on a cold cache from inside checkpointed blocks (the block's saved-tensor hooks are
+    active there) give the stock model's gradients, and timing never reruns a block (which would re-enter the
+    chooser while it holds its file lock)."""
+    real = LayoutChooser(path=tmp_path / "attention_kernels.json", machine=lambda: MACHINE, margin=CHOSEN.MARGIN)
+    monkeypatch.setattr(CHOSEN, "CHOOSER", real)
+    model = tiny_model("causal", activation_checkpointing=True).train()
+    ids = token_ids(2, 8)
+    stock = logits_and_grads(model, (ids,), {}, autocast=False)
+    with measured_attention(model):
+        ours = logits_and_grads(model, (ids,), {}, autocast=False)
+    assert json.loads((tmp_path / "attention_kernels.json").read_text())[MACHINE]  # timed, not read
+    agree(ours, stock, "fp32")
+
+
+def test_a_choice_asked_for_while_another_is_timed_does_not_wait_on_its_own_lock(tmp_path: Path) -> None:
+    """The file lock is held once per process: a pick made inside another's candidates returns."""
+    picker = chooser(lambda key, name, call, best: 1.0, tmp_path / "attention_kernels.json")
+    inner = lambda: {"sdpa": lambda: None, "eager": lambda: None}  # noqa: E731
+    outer = lambda: {"sdpa": lambda: None, "inner": picker.pick("inner key", "sdpa", inner)}  # noqa: E731
+    assert picker.pick("outer key", "sdpa", outer) == "sdpa"
+    assert set(json.loads((tmp_path / "attention_kernels.json").read_text())[MACHINE]) == {"outer key", "inner key"}

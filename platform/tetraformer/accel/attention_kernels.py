@@ -132,6 +132,12 @@ def fits(name: str, q: Tensor, k: Tensor, training: bool, layers: int) -> bool:
     return name not in QUADRATIC or score_bytes(q, k, training, layers) <= budget(q.device)
 
 
+def own_saved_tensors() -> torch.autograd.graph.saved_tensors_hooks:
+    """Tensors saved for backward kept as they are, whatever hooks the caller set: timing inside an activation-
+    checkpointed block must not hand its probes to the checkpoint (whose backward would rerun the block)."""
+    return torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+
+
 def timed_calls(
     names: list[str],
     q: Tensor,
@@ -153,7 +159,7 @@ def timed_calls(
 
     def run(kernel: Kernel) -> None:
         forked = torch.random.fork_rng(devices=[device] if device.type == "cuda" else [])
-        with forked, torch.enable_grad() if training else nullcontext():
+        with forked, own_saved_tensors(), torch.enable_grad() if training else nullcontext():
             y = kernel(qp, kp, vp, mask, causal, scale, dropout)
             if training:
                 torch.autograd.backward(y, grad)

@@ -135,6 +135,7 @@ class LayoutChooser:
     ) -> None:
         self.timer, self.path, self.machine, self.name, self.margin = timer, path, machine, name, margin
         self.choices: dict[str, str] | None = None  # "fwd 2048x256x1024" -> layout, loaded on first use
+        self.locked = False  # whether this process holds the cache file's lock
 
     def layout(self, product: str, shape: Shape) -> str:
         """The layout to run this product of a Linear of this shape in (timed now if never seen)."""
@@ -157,6 +158,9 @@ class LayoutChooser:
     def _lock(self) -> Iterator[None]:
         """Hold the cache file's lock (an exclusive flock on a file beside it); without one when it cannot be had."""
         path = self._file()
+        if self.locked:  # timing one key asked for another (this process holds the lock already)
+            yield
+            return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             handle = open(path.with_name(f".{path.name}.lock"), "a")  # noqa: SIM115 - closed below
@@ -165,8 +169,10 @@ class LayoutChooser:
             return
         try:
             fcntl.flock(handle, fcntl.LOCK_EX)
+            self.locked = True
             yield
         finally:
+            self.locked = False
             handle.close()  # closing releases the lock
 
     def _forced(self, product: str, mode: str) -> str:

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tetraformer.accel import chooser
+from tetraformer.accel.attention_kernels import own_saved_tensors
 from tetraformer.accel.bf16_linear import LayoutLinear
 from tetraformer.accel.chooser import bucket, probe
 
@@ -145,6 +146,7 @@ def loss_calls(
 
     def run(path: str) -> None:
         with (
+            own_saved_tensors(),
             torch.enable_grad() if training else torch.no_grad(),
             torch.autocast(device.type, dtype, enabled=dtype != torch.float32),
         ):
