@@ -55,7 +55,7 @@ def test_choosing_on_a_cold_cache_draws_nothing_from_the_global_rng(
             lm_loss(head, h, targets)
             assert_unchanged(inside, global_state())
         after = global_state()
-    assert len(json.loads(path.read_text())[machine_key()]) == 7  # everything was timed, not read from a cache
+    assert len(json.loads(path.read_text())[machine_key()]) >= 7  # everything was timed (bf16: the head's layouts too)
     assert_unchanged(before, after)
 
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tetraformer.accel import chooser
+from tetraformer.accel import bf16_linear, chooser
 from tetraformer.accel.attention_kernels import own_saved_tensors
 from tetraformer.accel.bf16_linear import LayoutLinear
 from tetraformer.accel.chooser import bucket, probe
@@ -110,8 +110,9 @@ def linear_cross_entropy(
 def plain_cross_entropy(
     h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int = -100, label_smoothing: float = 0.0
 ) -> Tensor:
-    """The same loss through (N, V) logits: F.linear, then fp32 cross-entropy."""
-    logits = F.linear(h, weight).reshape(-1, weight.shape[0])  # (N, V)
+    """The same loss through (N, V) logits: the head's matmul as a LayoutLinear runs it (in the bf16 layouts
+    measured fastest on a CPU, else F.linear), then fp32 cross-entropy."""
+    logits = bf16_linear.linear(h, weight).reshape(-1, weight.shape[0])  # (N, V)
     return F.cross_entropy(
         logits.float(), targets.reshape(-1), ignore_index=ignore_index, label_smoothing=label_smoothing
     )
