@@ -22,6 +22,7 @@ MFU is model training FLOPs/s over the best matmul FLOP/s this script measures f
     python scripts/bench.py --families t5 --profile          # top ops of slow cells, ours vs HF
     python scripts/bench.py --generation --markdown          # KV-cache generation instead (bench_generation.py)
     python scripts/bench.py --tasks [TASK ...]               # tasks end to end under fit vs bare (bench_tasks.py)
+    python scripts/bench.py --long --markdown                # T = 1024..4096 and attention's O(T^2) (bench_long.py)
 """
 
 from __future__ import annotations
@@ -246,6 +247,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         nargs="*",
         help="time every task (or those named) under fit against its bare step; flags: scripts/bench_tasks.py --help",
     )
+    p.add_argument(
+        "--long",
+        action="store_true",
+        help="long sequences and attention's O(T^2) instead; other flags: scripts/bench_long.py --help",
+    )
     args = p.parse_args(argv)
     args.device = torch.device(args.device)
     return args
@@ -287,7 +293,8 @@ def measure_peaks(args: argparse.Namespace) -> dict[str, dict[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Benchmark every requested family in every requested dtype and print the table (or --generation, --tasks)."""
+    """Benchmark every requested family in every requested dtype and print the table (or --generation, --tasks,
+    --long)."""
     argv = sys.argv[1:] if argv is None else argv
     if "--generation" in argv:
         bench_generation.main([a for a in argv if a != "--generation"])
@@ -296,6 +303,11 @@ def main(argv: list[str] | None = None) -> None:
         import bench_tasks
 
         bench_tasks.main(argv)
+        return
+    if "--long" in argv:  # long sequences and the attention kernels' O(T^2): scripts/bench_long.py
+        import bench_long
+
+        bench_long.main([a for a in argv if a != "--long"])
         return
     args = parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -30,6 +30,7 @@ from tetraformer.core import (
     TransformerConfig,
     flops_per_token,
 )
+from tetraformer.core.accounting import token_cost
 
 TEXT_BATCH, SEQ_LEN, IMAGE_BATCH = 16, 128, 64
 SHAPE = dict(d_model=256, n_layers=4, n_heads=4, d_ff=1024)  # every family's stack
@@ -69,15 +70,15 @@ def hf_model(cls: type, config: transformers.PreTrainedConfig) -> nn.Module:
     return seeded(lambda: cls._from_config(config, attn_implementation=HF_ATTENTION))
 
 
-def text_batch(with_labels: int = 0) -> Batch:
+def text_batch(with_labels: int = 0, batch_size: int = TEXT_BATCH, seq_len: int = SEQ_LEN) -> Batch:
     """Random (B, T) token ids, an all-ones attention mask and optional class labels."""
     gen = torch.Generator().manual_seed(1)
     batch = {
-        "input_ids": torch.randint(0, VOCAB, (TEXT_BATCH, SEQ_LEN), generator=gen),
-        "attention_mask": torch.ones(TEXT_BATCH, SEQ_LEN, dtype=torch.long),
+        "input_ids": torch.randint(0, VOCAB, (batch_size, seq_len), generator=gen),
+        "attention_mask": torch.ones(batch_size, seq_len, dtype=torch.long),
     }
     if with_labels:
-        batch["labels"] = torch.randint(0, with_labels, (TEXT_BATCH,), generator=gen)
+        batch["labels"] = torch.randint(0, with_labels, (batch_size,), generator=gen)
     return batch
 
 
@@ -86,10 +87,10 @@ def token_loss(logits: Tensor, labels: Tensor) -> Tensor:
     return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
 
 
-def bert_pair() -> Pair:
+def bert_pair(batch_size: int = TEXT_BATCH, seq_len: int = SEQ_LEN) -> Pair:
     """BERT-style sequence classifier with a tanh pooler, 2 classes."""
     cfg = TransformerConfig.preset(
-        "bert-base", **SHAPE, vocab_size=VOCAB, max_len=SEQ_LEN, dropout=0.0, attn_dropout=0.0
+        "bert-base", **SHAPE, vocab_size=VOCAB, max_len=seq_len, dropout=0.0, attn_dropout=0.0
     )
     ours = seeded(lambda: SequenceClassifier(TextEncoder(cfg), num_classes=2, pooler=True))
     hf_cfg = BertConfig(
@@ -98,7 +99,7 @@ def bert_pair() -> Pair:
         num_hidden_layers=cfg.n_layers,
         num_attention_heads=cfg.n_heads,
         intermediate_size=cfg.d_ff,
-        max_position_embeddings=SEQ_LEN,
+        max_position_embeddings=seq_len,
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
         num_labels=2,
@@ -112,15 +113,16 @@ def bert_pair() -> Pair:
         logits = m(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
         return F.cross_entropy(logits, b["labels"])
 
-    tokens = TEXT_BATCH * SEQ_LEN
-    flops = flops_per_token(ours.backbone, SEQ_LEN) * tokens  # no vocabulary projection
-    flops += 6.0 * TEXT_BATCH * (cfg.d_model**2 + 2 * cfg.d_model)  # pooler + classifier, once per sequence
-    return Pair("bert", ours, hf, text_batch(with_labels=2), ours_loss, hf_loss, flops, tokens, "tok")
+    tokens = batch_size * seq_len
+    flops = flops_per_token(ours.backbone, seq_len) * tokens  # no vocabulary projection
+    flops += 6.0 * batch_size * (cfg.d_model**2 + 2 * cfg.d_model)  # pooler + classifier, once per sequence
+    batch = text_batch(2, batch_size, seq_len)
+    return Pair("bert", ours, hf, batch, ours_loss, hf_loss, flops, tokens, "tok")
 
 
-def gpt_pair() -> Pair:
+def gpt_pair(batch_size: int = TEXT_BATCH, seq_len: int = SEQ_LEN) -> Pair:
     """GPT-2-style causal LM with a tied head, next-token loss."""
-    cfg = TransformerConfig.preset("gpt2", **SHAPE, vocab_size=VOCAB, max_len=SEQ_LEN, dropout=0.0, attn_dropout=0.0)
+    cfg = TransformerConfig.preset("gpt2", **SHAPE, vocab_size=VOCAB, max_len=seq_len, dropout=0.0, attn_dropout=0.0)
     ours = seeded(lambda: CausalLM(cfg))
     hf_cfg = GPT2Config(
         n_embd=cfg.d_model,
@@ -128,7 +130,7 @@ def gpt_pair() -> Pair:
         n_head=cfg.n_heads,
         n_inner=cfg.d_ff,
         vocab_size=VOCAB,
-        n_positions=SEQ_LEN,
+        n_positions=seq_len,
         resid_pdrop=0.0,
         embd_pdrop=0.0,
         attn_pdrop=0.0,
@@ -136,7 +138,7 @@ def gpt_pair() -> Pair:
         eos_token_id=0,
     )
     hf = hf_model(GPT2LMHeadModel, hf_cfg)
-    ids = text_batch()["input_ids"]  # no padding mask: the plain causal path on both sides
+    ids = text_batch(0, batch_size, seq_len)["input_ids"]  # no padding mask: the plain causal path on both sides
     # labels shifted left rather than logits sliced, which would copy the (B, T, V) logits
     labels = torch.cat((ids[:, 1:], torch.full_like(ids[:, :1], -100)), dim=1)
     batch = {"input_ids": ids, "labels": labels}
@@ -147,14 +149,22 @@ def gpt_pair() -> Pair:
     def hf_loss(m: nn.Module, b: Batch) -> Tensor:
         return token_loss(m(input_ids=b["input_ids"]).logits, b["labels"])
 
-    tokens = TEXT_BATCH * SEQ_LEN
-    return Pair("gpt", ours, hf, batch, ours_loss, hf_loss, flops_per_token(ours, SEQ_LEN) * tokens, tokens, "tok")
+    tokens = batch_size * seq_len
+    return Pair("gpt", ours, hf, batch, ours_loss, hf_loss, flops_per_token(ours, seq_len) * tokens, tokens, "tok")
 
 
-def t5_pair() -> Pair:
-    """T5-style encoder-decoder (v1.0: relu, tied and rescaled head), source and target of SEQ_LEN."""
+def t5_pair(batch_size: int = TEXT_BATCH, seq_len: int = SEQ_LEN, target_len: int | None = None) -> Pair:
+    """T5-style encoder-decoder (v1.0: relu, tied and rescaled head), sources of seq_len, targets of target_len
+    (default seq_len)."""
+    target_len = target_len or seq_len
     cfg = TransformerConfig.preset(
-        "t5-small", **SHAPE, n_decoder_layers=SHAPE["n_layers"], d_head=64, vocab_size=VOCAB, dropout=0.0
+        "t5-small",
+        **SHAPE,
+        n_decoder_layers=SHAPE["n_layers"],
+        d_head=64,
+        vocab_size=VOCAB,
+        dropout=0.0,
+        max_len=max(seq_len, target_len, 512),
     )
     ours = seeded(lambda: Seq2SeqLM(cfg))
     hf_cfg = T5Config(
@@ -170,9 +180,9 @@ def t5_pair() -> Pair:
         tie_word_embeddings=True,
     )
     hf = hf_model(T5ForConditionalGeneration, hf_cfg)
-    batch = text_batch()
+    batch = text_batch(0, batch_size, seq_len)
     gen = torch.Generator().manual_seed(2)
-    labels = torch.randint(1, VOCAB, (TEXT_BATCH, SEQ_LEN), generator=gen)
+    labels = torch.randint(1, VOCAB, (batch_size, target_len), generator=gen)
     batch["labels"] = labels
     batch["decoder_input_ids"] = torch.cat((torch.zeros_like(labels[:, :1]), labels[:, :-1]), dim=1)
 
@@ -188,22 +198,23 @@ def t5_pair() -> Pair:
         )
         return token_loss(out.logits, b["labels"])
 
-    # with S == T, flops_per_token covers one source and one target token; add cross-attention scores
-    pairs = TEXT_BATCH * SEQ_LEN
-    flops = (flops_per_token(ours, SEQ_LEN) + 12.0 * cfg.n_decoder_layers * cfg.inner_dim * SEQ_LEN) * pairs
-    return Pair("t5", ours, hf, batch, ours_loss, hf_loss, flops, 2 * pairs, "tok")
+    # encoder tokens attend over the source; decoder (and head) tokens over the target and, across, the source
+    source, target = batch_size * seq_len, batch_size * target_len
+    flops = token_cost(ours.encoder).flops(source, seq_len)
+    flops += token_cost(ours, exclude=("encoder",)).flops(target, target_len, seq_len)
+    return Pair("t5", ours, hf, batch, ours_loss, hf_loss, flops, source + target, "tok")
 
 
-def vit_pair() -> Pair:
-    """ViT classifier over 32x32 images in 4x4 patches, 10 classes."""
-    cfg = TransformerConfig.preset("vit-b/16", **SHAPE, image_size=32, patch_size=4, n_channels=3)
+def vit_pair(batch_size: int = IMAGE_BATCH, image_size: int = 32) -> Pair:
+    """ViT classifier over square images (32x32 by default) in 4x4 patches, 10 classes."""
+    cfg = TransformerConfig.preset("vit-b/16", **SHAPE, image_size=image_size, patch_size=4, n_channels=3)
     ours = seeded(lambda: SequenceClassifier(ImageEncoder(cfg), 10))
     hf_cfg = ViTConfig(
         hidden_size=cfg.d_model,
         num_hidden_layers=cfg.n_layers,
         num_attention_heads=cfg.n_heads,
         intermediate_size=cfg.d_ff,
-        image_size=32,
+        image_size=image_size,
         patch_size=4,
         num_channels=3,
         num_labels=10,
@@ -213,8 +224,8 @@ def vit_pair() -> Pair:
     hf = hf_model(ViTForImageClassification, hf_cfg)
     gen = torch.Generator().manual_seed(3)
     batch = {
-        "pixel_values": torch.randn(IMAGE_BATCH, 3, 32, 32, generator=gen),
-        "labels": torch.randint(0, 10, (IMAGE_BATCH,), generator=gen),
+        "pixel_values": torch.randn(batch_size, 3, image_size, image_size, generator=gen),
+        "labels": torch.randint(0, 10, (batch_size,), generator=gen),
     }
 
     def ours_loss(m: nn.Module, b: Batch) -> Tensor:
@@ -224,10 +235,10 @@ def vit_pair() -> Pair:
         return F.cross_entropy(m(pixel_values=b["pixel_values"]).logits, b["labels"])
 
     n_patches = (cfg.image_size // cfg.patch_size) ** 2
-    flops = flops_per_token(ours.backbone, n_patches + 1) * (n_patches + 1) * IMAGE_BATCH
-    flops += 6.0 * (cfg.n_channels * cfg.patch_size**2 * cfg.d_model) * n_patches * IMAGE_BATCH  # patch conv
-    flops += 6.0 * cfg.d_model * 10 * IMAGE_BATCH  # classifier
-    return Pair("vit", ours, hf, batch, ours_loss, hf_loss, flops, IMAGE_BATCH, "img")
+    flops = flops_per_token(ours.backbone, n_patches + 1) * (n_patches + 1) * batch_size
+    flops += 6.0 * (cfg.n_channels * cfg.patch_size**2 * cfg.d_model) * n_patches * batch_size  # patch conv
+    flops += 6.0 * cfg.d_model * 10 * batch_size  # classifier
+    return Pair("vit", ours, hf, batch, ours_loss, hf_loss, flops, batch_size, "img")
 
 
 BUILDERS: dict[str, Callable[[], Pair]] = {"bert": bert_pair, "gpt": gpt_pair, "t5": t5_pair, "vit": vit_pair}
