@@ -251,3 +251,19 @@ def test_seq2seq_lm_features_through_its_head_are_its_logits(
     h = model(src, tgt, mask, features_only=True)
     assert h.shape == (2, 5, 32)
     assert torch.equal(model.lm_head(h), model(src, tgt, mask))
+
+
+def test_a_target_whose_probability_underflows_fp32_keeps_its_exact_loss() -> None:
+    """A row whose target's logit lies ~200 below the best (probability ~1e-87) gets the plain path's finite loss
+    and gradient, not inf from log(0)."""
+    h = torch.zeros(3, 2)
+    h[:, 0] = 1.0
+    weight = torch.tensor([[0.0, 0.0], [200.0, 0.0], [3.0, 0.0], [1.0, 0.0]], requires_grad=True)  # (V=4, D=2)
+    targets = torch.tensor([0, 2, 1])  # row 0: logit 0 against 200
+    fused = linear_cross_entropy(h, weight, targets)
+    (grad_fused,) = torch.autograd.grad(fused, weight)
+    plain = plain_cross_entropy(h, weight, targets)
+    (grad_plain,) = torch.autograd.grad(plain, weight)
+    assert torch.isfinite(fused) and fused.item() > 60
+    torch.testing.assert_close(fused, plain)
+    torch.testing.assert_close(grad_fused, grad_plain)

@@ -22,6 +22,7 @@ from tetraformer.accel.attention_kernels import own_saved_tensors
 from tetraformer.accel.bf16_linear import LayoutLinear
 from tetraformer.accel.chooser import bucket, probe
 
+TINY = 1e-30  # a target probability below this is recomputed from the log-sum-exp (fp32 underflows near 1e-38)
 CHUNK_ELEMENTS = 1 << 21  # logits per chunk (8 MB in fp32): small enough to stay in cache between passes
 
 
@@ -82,19 +83,31 @@ def chunk_loss(
     """A chunk's rows' losses summed with (c,) weights (zero for ignored rows), and the sum's gradient with
     respect to the (c, V) logits in fp32 when wanted."""
     logits = (h @ w.t()).float()  # (c, V)
-    lse = logits.logsumexp(dim=-1)  # (c,)
-    safe = torch.where(weight > 0, targets, 0)  # (c,)
-    nll = lse - logits.gather(1, safe[:, None])[:, 0]
+    safe = torch.where(weight > 0, targets, 0)[:, None]  # (c, 1)
+    target_logit = logits.gather(1, safe)[:, 0]  # (c,)
+    probs = logits.softmax(dim=-1)  # (c, V): one fused pass, where log-sum-exp alone takes three
+    nll = target_nll(logits, probs.gather(1, safe)[:, 0], safe)
     if smoothing > 0:
+        lse = nll + target_logit
         nll = (1 - smoothing) * nll + smoothing * (lse - logits.mean(dim=-1))
     loss = (nll * weight).sum()
     if not want_grad:
         return loss, None
-    grad = logits.sub_(lse[:, None]).exp_()  # softmax, in place of the logits
+    grad = probs
     if smoothing > 0:
         grad -= smoothing / logits.shape[-1]
-    grad[torch.arange(grad.shape[0], device=grad.device), safe] -= 1 - smoothing
+    grad.scatter_add_(1, safe, torch.full_like(weight, smoothing - 1)[:, None])  # minus the target's share
     return loss, grad.mul_(weight[:, None])
+
+
+def target_nll(logits: Tensor, target_prob: Tensor, safe: Tensor) -> Tensor:
+    """-log p(target) per row (c,); rows whose probability underflowed fp32 take log-sum-exp minus the logit."""
+    nll = -target_prob.log()
+    low = target_prob < TINY
+    if low.any():
+        rows = logits[low]  # (r, V)
+        nll[low] = rows.logsumexp(dim=-1) - rows.gather(1, safe[low])[:, 0]
+    return nll
 
 
 def linear_cross_entropy(
