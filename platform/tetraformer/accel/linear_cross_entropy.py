@@ -11,6 +11,7 @@ Backward only scales those by the loss's gradient. Which path runs is timed once
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -23,7 +24,8 @@ from tetraformer.accel.bf16_linear import LayoutLinear
 from tetraformer.accel.chooser import bucket, probe
 
 TINY = 1e-30  # a target probability below this is recomputed from the log-sum-exp (fp32 underflows near 1e-38)
-CHUNK_ELEMENTS = 1 << 21  # logits per chunk (8 MB in fp32): small enough to stay in cache between passes
+CHUNK_ELEMENTS = 1 << 20  # logits per chunk (4 MB in fp32), small enough to stay in cache between passes
+CHUNK_CANDIDATES = {"fused": None, "fused-half": 1 << 19, "fused-double": 1 << 21}  # None: CHUNK_ELEMENTS
 
 
 def compute_dtype(h: Tensor, w: Tensor) -> torch.dtype:
@@ -37,7 +39,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
     """Mean cross-entropy of h W^T against targets; gradients made in forward, scaled in backward."""
 
     @staticmethod
-    def forward(ctx, h: Tensor, w: Tensor, targets: Tensor, ignore_index: int, smoothing: float) -> Tensor:
+    def forward(
+        ctx, h: Tensor, w: Tensor, targets: Tensor, ignore_index: int, smoothing: float, chunk: int | None
+    ) -> Tensor:
         """h (N, D), w (V, D), targets (N,) -> the mean loss over targets that are not ignore_index."""
         dtype = compute_dtype(h, w)
         hc, wc = h.to(dtype), w.to(dtype)  # (N, D), (V, D)
@@ -47,7 +51,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_h = torch.empty_like(hc) if want_h else None  # (N, D)
         grad_w = torch.zeros(w.shape, dtype=torch.float32, device=w.device) if want_w else None  # (V, D)
         total = torch.zeros((), dtype=torch.float32, device=h.device)
-        rows = max(1, CHUNK_ELEMENTS // w.shape[0])
+        rows = max(1, (chunk or CHUNK_ELEMENTS) // w.shape[0])
         with torch.autocast(h.device.type, enabled=False):
             for start in range(0, h.shape[0], rows):
                 part = slice(start, start + rows)
@@ -74,7 +78,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         want_h, want_w = ctx.needs_input_grad[:2]
         dh = (grad_h * grad_loss).to(ctx.dtypes[0]) if want_h else None
         dw = (grad_w * grad_loss).to(ctx.dtypes[1]) if want_w else None
-        return dh, dw, None, None, None
+        return dh, dw, None, None, None, None
 
 
 def chunk_loss(
@@ -111,13 +115,19 @@ def target_nll(logits: Tensor, target_prob: Tensor, safe: Tensor) -> Tensor:
 
 
 def linear_cross_entropy(
-    h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int = -100, label_smoothing: float = 0.0
+    h: Tensor,
+    weight: Tensor,
+    targets: Tensor,
+    ignore_index: int = -100,
+    label_smoothing: float = 0.0,
+    chunk_elements: int | None = None,
 ) -> Tensor:
-    """Mean cross-entropy of (..., D) hidden states through a bias-free (V, D) head against (...) targets."""
+    """Mean cross-entropy of (..., D) hidden states through a bias-free (V, D) head against (...) targets, in
+    chunks of about chunk_elements logits (CHUNK_ELEMENTS when None)."""
     flat = h.reshape(-1, h.shape[-1])  # (N, D)
     if not torch.is_grad_enabled():  # needs_input_grad follows requires_grad, not grad mode: make no gradients
         flat, weight = flat.detach(), weight.detach()
-    return _LinearCrossEntropy.apply(flat, weight, targets.reshape(-1), ignore_index, label_smoothing)
+    return _LinearCrossEntropy.apply(flat, weight, targets.reshape(-1), ignore_index, label_smoothing, chunk_elements)
 
 
 def plain_cross_entropy(
@@ -131,11 +141,15 @@ def plain_cross_entropy(
     )
 
 
-PATHS = {"logits": plain_cross_entropy, "fused": linear_cross_entropy}
+PATHS: dict[str, Callable[..., Tensor]] = {
+    "logits": plain_cross_entropy,
+    **{name: functools.partial(linear_cross_entropy, chunk_elements=n) for name, n in CHUNK_CANDIDATES.items()},
+}
 
 
-def fused_faster(h: Tensor, weight: Tensor) -> bool:
-    """Whether the fused path measured faster than the plain one for this shape, pass and dtype (timed once)."""
+def loss_path(h: Tensor, weight: Tensor) -> str:
+    """The path (plain logits, or fused in chunks of some size) measured fastest for this shape, pass and dtype
+    (timed once; the plain path unless another beats it by the chooser's margin)."""
     rows, width = h.reshape(-1, h.shape[-1]).shape
     training = torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad)
     dtype = compute_dtype(h, weight)
@@ -143,9 +157,8 @@ def fused_faster(h: Tensor, weight: Tensor) -> bool:
         f"lmloss {'train' if training else 'infer'} {h.device.type} {str(dtype).removeprefix('torch.')} "
         f"n{bucket(rows)} v{weight.shape[0]} d{width}"
     )
-    return (
-        chooser.CHOOSER.pick(key, "logits", lambda: loss_calls(rows, width, weight.shape[0], dtype, training, h.device))
-        == "fused"
+    return chooser.CHOOSER.pick(
+        key, "logits", lambda: loss_calls(rows, width, weight.shape[0], dtype, training, h.device)
     )
 
 
@@ -185,5 +198,4 @@ def lm_loss(head: nn.Module, h: Tensor, targets: Tensor, ignore_index: int = -10
             label_smoothing=smoothing,
         )
     h = h * head.scale if head.scale != 1.0 else h
-    path = "fused" if fused_faster(h, proj.weight) else "logits"
-    return PATHS[path](h, proj.weight, targets, ignore_index, smoothing)
+    return PATHS[loss_path(h, proj.weight)](h, proj.weight, targets, ignore_index, smoothing)
