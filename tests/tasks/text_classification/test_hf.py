@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -116,3 +117,35 @@ def test_export_refuses_what_bert_cannot_express(
     )
     with pytest.raises(InteropError, match="pooling='mean'"):
         convert_command(["to-hf", str(run / "checkpoints" / "last.ckpt"), str(tmp_path / "out")])
+
+
+def test_init_from_a_package_folder(
+    run_cli: Callable[..., Path],
+    splits: dict[str, Path],
+    hf_bert: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--model.init_from pkg:PACKAGE/model` (weights published as a Python package) starts from the folder
+    inside the installed package, its tokenizer included, and the run's config keeps the portable name."""
+    package = tmp_path / "site" / "tiny_bert_weights"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    shutil.copytree(hf_bert, package / "model")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    run = run_cli(
+        "fit",
+        "--model.init_from",
+        "pkg:tiny_bert_weights/model",
+        "--trainer.max_steps",
+        "1",
+        "--model.optim.lr",
+        "0",
+        train_path=str(splits["train"]),
+        val_path=str(splits["val"]),
+    )
+    module = load_task_module(run / "checkpoints" / "last.ckpt")
+    assert module.tokenizer.get_vocab() == load_tokenizer(hf_bert).get_vocab()
+    expected = BertModel.from_pretrained(hf_bert).embeddings.word_embeddings.weight
+    torch.testing.assert_close(module.net.backbone.embed.tokens.weight, expected)
+    assert "pkg:tiny_bert_weights/model" in (run / "config.yaml").read_text()

@@ -21,6 +21,7 @@ from tetraformer.data.splits import train_val_split
 from tetraformer.data.token_store import TokenStore
 from tetraformer.data.tokenizer import load_tokenizer
 from tetraformer.errors import ConfigError, at_least, require
+from tetraformer.files import resolve_source
 from tetraformer.training.checkpointing.loading import source_tokenizer
 from tetraformer.training.checkpointing.resume import ResumableLoader
 
@@ -61,7 +62,7 @@ class TaskDataModule(L.LightningDataModule):
             split, train_path, val_path, test_path, predict_path
         )
         self.tokenizer_path, self.batch_size, self.num_workers = tokenizer, batch_size, num_workers
-        self.val_fraction, self.seed, self.init_from = val_fraction, seed, init_from
+        self.val_fraction, self.seed, self.init_from = val_fraction, seed, resolve_source(init_from)
         self.tokenizer: Any = None
         self.datasets: dict[str, Dataset] = {}
         self._spec: DataSpec | None = None

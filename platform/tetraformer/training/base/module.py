@@ -22,6 +22,7 @@ from tetraformer.core.lora import LoRAConfig
 from tetraformer.data.collate import IGNORE_INDEX
 from tetraformer.data.spec import DataSpec
 from tetraformer.errors import TetraformerError, probability
+from tetraformer.files import resolve_source
 from tetraformer.payload import DATA_SPEC_KEY, PAYLOAD_KEY, make_payload, plain
 from tetraformer.training.base.compile import compile_blocks
 from tetraformer.training.base.lora_runs import LoRARun
@@ -77,7 +78,7 @@ class TaskModule(L.LightningModule):
         probability(self, label_smoothing=label_smoothing)
         self.arch = arch or TransformerConfig()
         self.optim = optim or OptimizerConfig()
-        self.init_from, self.label_smoothing = init_from, label_smoothing
+        self.init_from, self.label_smoothing = resolve_source(init_from), label_smoothing
         self.compile_network = compile  # not `self.compile`: that is nn.Module's method
         self.lora = LoRARun(lora)
         self.net: nn.Module | None = None
