@@ -7,7 +7,7 @@ import math
 import pytest
 
 from tetraformer.core import CausalLM, TransformerConfig
-from tetraformer.training.base.optim import OptimizerConfig, build_optimizer, lr_factor, param_groups
+from tetraformer.training.base.optim import OptimizerConfig, build_optimizer, check_schedule, lr_factor, param_groups
 
 
 def test_no_decay_on_norms_biases_embeddings() -> None:
@@ -58,3 +58,20 @@ def test_build_optimizer_steps_the_schedule() -> None:
         optimizer.step()
         scheduler.step()
     assert lrs == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3])
+
+
+@pytest.mark.parametrize(
+    ("warmup", "total", "says"),
+    [(50, 40, "never reaches optim.lr"), (300, 390, "peaks late"), (20, 40, "peaks late")],
+)
+def test_a_warmup_that_does_not_fit_the_run_is_named(warmup: int, total: int, says: str) -> None:
+    """A warm-up of half the optimizer steps or more gets one warning naming the option, its share and the fix."""
+    message = check_schedule(OptimizerConfig(warmup_steps=warmup), total)
+    assert message is not None and says in message
+    assert f"optim.warmup_steps={warmup}" in message and f"{total} optimizer steps" in message
+
+
+@pytest.mark.parametrize(("warmup", "total", "schedule"), [(0, 10, "cosine"), (19, 40, "linear"), (4000, 100, "noam")])
+def test_a_warmup_that_fits_or_a_noam_schedule_is_quiet(warmup: int, total: int, schedule: str) -> None:
+    """No warning when the warm-up is under half the run, absent, or noam's (its warm-up sets the peak's step)."""
+    assert check_schedule(OptimizerConfig(warmup_steps=warmup, schedule=schedule), total) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -10,6 +11,8 @@ import torch
 from torch import nn
 
 from tetraformer.errors import above, at_least, require, within
+
+log = logging.getLogger(__name__)
 
 Schedule = Literal["cosine", "linear", "constant", "noam"]
 NO_DECAY_TYPES = (nn.LayerNorm, nn.RMSNorm, nn.Embedding)
@@ -65,10 +68,26 @@ def lr_factor(step: int, cfg: OptimizerConfig, total_steps: int, d_model: int = 
     return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * shape
 
 
+def check_schedule(cfg: OptimizerConfig, total_steps: int) -> str | None:
+    """A warning when the warm-up does not fit the run: it takes half of the optimizer steps or more (the rate
+    peaks late, or never, and the decay has no room); None when it fits."""
+    if cfg.schedule == "noam" or cfg.warmup_steps == 0 or 2 * cfg.warmup_steps < total_steps:
+        return None
+    return (
+        f"optim.warmup_steps={cfg.warmup_steps} is {cfg.warmup_steps / max(total_steps, 1):.0%} of this run's "
+        f"{total_steps} optimizer steps: the learning rate "
+        + ("never reaches optim.lr" if cfg.warmup_steps >= total_steps else "peaks late and has little room to decay")
+        + "; lower --model.optim.warmup_steps (a few percent of the steps is usual) or train for more steps"
+    )
+
+
 def build_optimizer(
     model: nn.Module, cfg: OptimizerConfig, total_steps: int, d_model: int
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW over the no-decay groups and a per-step LambdaLR schedule."""
+    """AdamW over the no-decay groups and a per-step LambdaLR schedule (a warning when the warm-up does not fit)."""
+    warning = check_schedule(cfg, total_steps)
+    if warning:
+        log.warning(warning)
     fused = cfg.fused if cfg.fused is not None else next(model.parameters()).device.type in ("cpu", "cuda")
     optimizer = torch.optim.AdamW(
         param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused or None
