@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from tetraformer.accel.chooser import bucket, probe
+from tetraformer.accel.chooser import bucket, own_saved_tensors, probe
 
 Kernel = Callable[[Tensor, Tensor, Tensor, "Tensor | None", bool, float, float], Tensor]
 BACKENDS = {
@@ -130,12 +130,6 @@ def budget(device: torch.device) -> int:
 def fits(name: str, q: Tensor, k: Tensor, training: bool, layers: int) -> bool:
     """Whether this kernel's memory fits the budget: always for O(T) kernels."""
     return name not in QUADRATIC or score_bytes(q, k, training, layers) <= budget(q.device)
-
-
-def own_saved_tensors() -> torch.autograd.graph.saved_tensors_hooks:
-    """Tensors saved for backward kept as they are, whatever hooks the caller set: timing inside an activation-
-    checkpointed block must not hand its probes to the checkpoint (whose backward would rerun the block)."""
-    return torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
 
 
 def timed_calls(

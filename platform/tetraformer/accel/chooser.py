@@ -70,6 +70,12 @@ def operands(product: str, shape: Shape, dtype: torch.dtype = torch.bfloat16) ->
     return {"fwd": (x, w.t()), "dx": (g, w), "dw": (g.t(), x)}[product]
 
 
+def own_saved_tensors() -> torch.autograd.graph.saved_tensors_hooks:
+    """Tensors saved for backward kept as they are, whatever hooks the caller set: timing inside an activation-
+    checkpointed block must not hand its probes to the checkpoint (whose backward would rerun the block)."""
+    return torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+
+
 def time_call(key: str, name: str, call: Callable[[], object], best: float) -> float:
     """Seconds per call: the fastest of CALLS timed runs after an untimed warm-up (oneDNN builds its kernel on
     the first call), each run repeating a tiny call until it lasts CHUNK_S; one run only when far behind `best`."""

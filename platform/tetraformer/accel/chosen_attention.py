@@ -52,12 +52,17 @@ def choose(q: Tensor, k: Tensor, mask: Tensor | None, causal: bool, scale: float
     name = forced()
     if name is None:
         key = kernels.choice_key(q, k, mask, causal, dropout, training)
-        device_names = kernels.CANDIDATES.get(q.device.type, ("sdpa",))
-        eligible = [n for n in device_names if kernels.fits(n, q, k, training, layers)]
-        name = CHOOSER.pick(
-            key, "sdpa", lambda: kernels.timed_calls(eligible, q, k, mask, causal, scale, dropout, training)
-        )
+        name = CHOOSER.pick(key, "sdpa", lambda: candidate_calls(q, k, mask, causal, scale, dropout, training, layers))
     return name if kernels.fits(name, q, k, training, layers) else "sdpa"
+
+
+def candidate_calls(
+    q: Tensor, k: Tensor, mask: Tensor | None, causal: bool, scale: float, dropout: float, training: bool, layers: int
+) -> dict[str, object]:
+    """Timed calls of the device's kernels that fit the memory budget (built only when a key is first timed)."""
+    names = kernels.CANDIDATES.get(q.device.type, ("sdpa",))
+    eligible = [n for n in names if kernels.fits(n, q, k, training, layers)]
+    return kernels.timed_calls(eligible, q, k, mask, causal, scale, dropout, training)
 
 
 class ChosenAttention(Attention):

@@ -19,9 +19,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tetraformer.accel import bf16_linear, chooser
-from tetraformer.accel.attention_kernels import own_saved_tensors
 from tetraformer.accel.bf16_linear import LayoutLinear
-from tetraformer.accel.chooser import bucket, probe
+from tetraformer.accel.chooser import bucket, own_saved_tensors, probe
 
 TINY = 1e-30  # a target probability below this is recomputed from the log-sum-exp (fp32 underflows near 1e-38)
 CHUNK_ELEMENTS = 1 << 20  # logits per chunk (4 MB in fp32), small enough to stay in cache between passes
