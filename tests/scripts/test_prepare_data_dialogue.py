@@ -21,17 +21,18 @@ def transcript(episodes: int, lines: int) -> str:
     return header + "\n".join(rows) + "\n"
 
 
-def test_reply_pairs_are_next_lines_and_others_are_distant() -> None:
-    """Each anchor gets its next line as a reply and a line at least `gap` away as the other; halves balance."""
-    lines = [f"line{i}" for i in range(30)]
-    pairs = dialogue.reply_pairs(lines, random.Random(0), gap=5)
+def test_reply_pairs_are_next_lines_and_others_come_from_other_episodes() -> None:
+    """Each anchor gets its next line as a reply and a line of another episode as the other; halves balance."""
+    episodes = [[f"ep{e} line{i}" for i in range(12)] for e in range(4)]
+    pairs = dialogue.reply_pairs(episodes, random.Random(0))
     replies = [p for p in pairs if p["label"] == "reply"]
     others = [p for p in pairs if p["label"] == "other"]
-    assert len(replies) == len(others) > 20
+    assert len(replies) == len(others) == 4 * 11
     for pair in replies:
-        assert lines.index(pair["reply"]) == lines.index(pair["context"]) + 1
+        episode, line = pair["context"].split()
+        assert pair["reply"] == f"{episode} line{int(line[4:]) + 1}"
     for pair in others:
-        assert abs(lines.index(pair["reply"]) - (lines.index(pair["context"]) + 1)) >= 5
+        assert pair["reply"].split()[0] != pair["context"].split()[0]
 
 
 def test_episode_lines_groups_quotes_in_order_and_squeezes_spaces() -> None:
