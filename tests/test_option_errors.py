@@ -107,6 +107,13 @@ TEXT_CLASSIFICATION = [
     row("--model.optim.weight_decay", "-1", "0 or more"),
     row("--model.optim.warmup_steps", "-1", "0 or more"),
     row("--model.optim.min_lr_ratio", "2", "from 0 to 1"),
+    row("--model.optim.warmup_fraction", "1", "0 or more and less than 1"),
+    row(
+        "--model.optim.warmup_fraction",
+        "0.1",
+        "must be 0 when warmup_steps is set",
+        extra=("--model.optim.warmup_steps", "5"),
+    ),
     row("--model.optim.betas", "[1.5,0.9]", "each 0 or more and less than 1"),
     row("--model.optim.schedule", "sometimes", "cosine", "noam"),
     # --- the task module ---------------------------------------------------------------------------------------

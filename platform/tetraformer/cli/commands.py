@@ -159,7 +159,8 @@ def read_prompts(path: Path) -> list[str]:
 
 
 def tokenizer_command(argv: list[str]) -> None:
-    """`tetraformer tokenizer train --input FILES --type bpe|wordpiece|unigram|char --vocab-size N --output DIR`."""
+    """`tetraformer tokenizer train --input FILES --type bpe|wordpiece|unigram|char --vocab-size N --output DIR`
+    (a --vocab-size the text cannot support is capped, with one warning line; --no-vocab-cap keeps it)."""
     parser = CommandParser(prog="tetraformer tokenizer", description="Tokenizer tools.")
     sub = parser.add_subparsers(dest="action", required=True)
     train = sub.add_parser("train", help="train a tokenizer on your text files")
@@ -167,13 +168,24 @@ def tokenizer_command(argv: list[str]) -> None:
     train.add_argument("--type", choices=["bpe", "wordpiece", "unigram", "char"], default="bpe")
     train.add_argument("--vocab-size", type=int, default=8000)
     train.add_argument("--lowercase", action="store_true")
+    train.add_argument(
+        "--no-vocab-cap", action="store_true", help="keep --vocab-size even where the text supports fewer pieces"
+    )
     train.add_argument("--output", type=Path, required=True, help="directory for tokenizer.json and HF files")
     args = parser.parse_args(argv)
 
     from tetraformer.data import resolve_files, train_tokenizer
+    from tetraformer.data.tokenizer import SPECIAL_VOCAB, training_texts
+    from tetraformer.data.vocab_cap import cap_vocab_size
 
     files = [f for spec in args.input for f in resolve_files(spec)]
-    tokenizer = train_tokenizer(files, args.type, args.vocab_size, args.output, lowercase=args.lowercase)
+    size = args.vocab_size
+    if not args.no_vocab_cap:
+        texts = training_texts(files, "text", "utf-8")
+        size = cap_vocab_size(
+            texts, args.type, size, len(SPECIAL_VOCAB), args.lowercase, "--vocab-size", "--no-vocab-cap"
+        )
+    tokenizer = train_tokenizer(files, args.type, size, args.output, lowercase=args.lowercase)
     log.info(
         "trained a %s tokenizer with %d tokens on %d files -> %s",
         args.type,

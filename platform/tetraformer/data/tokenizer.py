@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -67,7 +67,7 @@ def train_tokenizer(
         raise ValueError(f"extra_ids must be >= 0, got {extra_ids}")
     sentinels = [SENTINEL.format(i) for i in range(extra_ids)]
     backend, trainer = _untrained(kind, vocab_size, lowercase, SPECIAL_VOCAB + sentinels)
-    backend.train_from_iterator(_training_texts(resolve_files(files), field, encoding), trainer=trainer)
+    backend.train_from_iterator(training_texts(resolve_files(files), field, encoding), trainer=trainer)
     backend.post_processor = _special_template(kind)
     extra = {"additional_special_tokens": sentinels} if sentinels else {}
     tokenizer = PreTrainedTokenizerFast(
@@ -155,13 +155,25 @@ def _ensure_pad_token(tokenizer: PreTrainedTokenizerBase, path: Path) -> None:
     tokenizer.pad_token = tokenizer.eos_token
 
 
-def _training_texts(paths: list[Path], field: str, encoding: str) -> Iterator[str]:
+def training_texts(paths: list[Path], field: str, encoding: str) -> Iterator[str]:
     """Plain-text files line by line (newlines kept, so they get tokens); record files by field."""
     for path in paths:
         if text_format(path) == "text":
             yield from (line for _, line in iter_lines(path, encoding))
         else:
             yield from (str(doc["text"]) for doc in iter_documents(path, field=field, encoding=encoding))
+
+
+def word_splitter(kind: TokenizerKind, lowercase: bool = False) -> Callable[[str], list[str]]:
+    """The words a trainer of this kind learns pieces from: its normaliser, then its pre-tokenizer, on a text."""
+    backend, _ = _untrained(kind, 1 << 16, lowercase, SPECIAL_VOCAB)
+    normalizer, pre_tokenizer = backend.normalizer, backend.pre_tokenizer
+
+    def split(text: str) -> list[str]:
+        normalized = normalizer.normalize_str(text) if normalizer is not None else text
+        return [word for word, _ in pre_tokenizer.pre_tokenize_str(normalized)]
+
+    return split
 
 
 def _untrained(

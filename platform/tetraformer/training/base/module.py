@@ -27,6 +27,7 @@ from tetraformer.payload import DATA_SPEC_KEY, PAYLOAD_KEY, make_payload, plain
 from tetraformer.training.base.compile import compile_blocks
 from tetraformer.training.base.lora_runs import LoRARun
 from tetraformer.training.base.optim import OptimizerConfig, build_optimizer
+from tetraformer.training.base.run_length import early_stops, schedule_length
 from tetraformer.training.callbacks.throughput import batch_rows
 from tetraformer.training.checkpointing.loading import load_weights, starting_point
 from tetraformer.training.checkpointing.stored_spec import stored_spec
@@ -246,11 +247,12 @@ class TaskModule(L.LightningModule):
     # --- optimisation and logging ------------------------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW (no decay on norms, biases, embeddings) with a per-step schedule."""
-        total = int(self.trainer.estimated_stepping_batches) if self._trainer is not None else 1
+        total, sized_by = schedule_length(self.trainer) if self._trainer is not None else (1, "")
+        stops = early_stops(self.trainer) if self._trainer is not None else ()
         settings = self.optim
         if settings.fused is None and self._scaled_clipping():
             settings = dataclasses.replace(settings, fused=False)  # a fused step unscales inside: nothing to clip
-        optimizer, scheduler = build_optimizer(self.net, settings, total, self.net.cfg.d_model)
+        optimizer, scheduler = build_optimizer(self.net, settings, total, self.net.cfg.d_model, sized_by, stops)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def _scaled_clipping(self) -> bool:

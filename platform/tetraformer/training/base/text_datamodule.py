@@ -20,6 +20,9 @@ from tetraformer.training.base.datamodule import TaskDataModule
 class TextDataModule(TaskDataModule):
     """A TaskDataModule over text files: the field holding text, the files' encoding, the run tokenizer's settings.
 
+    `vocab_size` is a ceiling: with `vocab_cap` (the default) a size the training text cannot support (too few
+    words it repeats) is capped, with one warning line (data/vocab_cap.py); `--data.vocab_cap false` keeps it.
+
     These options, with the TaskDataModule's (paths, tokenizer, batch_size, num_workers, val_fraction, seed), reach
     it through a task's `**kwargs`, so they stay `--data.text_field` etc. A task whose default differs (a
     tokenizer type, a text field of another type) names the option in its own signature and hands it on.
@@ -39,6 +42,7 @@ class TextDataModule(TaskDataModule):
         encoding: str = "utf-8",
         tokenizer_type: TokenizerKind = "wordpiece",
         vocab_size: int = 8000,
+        vocab_cap: bool = True,
         cache_dir: str | None = None,
         num_proc: int = 1,
         **kwargs: Any,
@@ -47,7 +51,7 @@ class TextDataModule(TaskDataModule):
         at_least(self, 1, vocab_size=vocab_size, num_proc=num_proc)
         require(self, "encoding", encoding, known_encoding(encoding), "must be an encoding Python knows (utf-8, ...)")
         self.text_field, self.encoding = text_field, encoding
-        self.tokenizer_type, self.vocab_size = tokenizer_type, vocab_size
+        self.tokenizer_type, self.vocab_size, self.vocab_cap = tokenizer_type, vocab_size, vocab_cap
         self.cache_dir, self.num_proc = cache_dir, num_proc
         self._row_stores: dict[tuple[str, str], RowStore] = {}  # by split and path, once opened in this process
 
@@ -58,7 +62,7 @@ class TextDataModule(TaskDataModule):
         are the same; `extra_ids` reserves T5 sentinels. Rank 0 only (data/run_tokenizer.py records them)."""
         directory, kind, size = self.tokenizer_dir(), self.tokenizer_type, self.vocab_size
         field, encoding = field or self.text_field, encoding or self.encoding
-        prepare_run_tokenizer(directory, files, kind, size, field, encoding, extra_ids=extra_ids)
+        prepare_run_tokenizer(directory, files, kind, size, field, encoding, extra_ids, self.vocab_cap)
 
     def train_run_tokenizer_on(self, corpus: Path, text: str, extra_ids: int = 0) -> None:
         """Train the run's tokenizer on `text`, kept as a UTF-8 corpus file rewritten only when the text changes."""
