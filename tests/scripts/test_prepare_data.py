@@ -219,3 +219,71 @@ def test_list_shows_the_names(fake_registry: list[str], capsys: pytest.CaptureFi
     assert prepare_data.main(["--list"]) == 0
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["ok", "broken", "missing"]
     assert fake_registry == []
+
+
+# --------------------------------------------------------------------------- dictionary sentences
+
+FAKE_DING = """# Version :: devel 2023-01-30
+Hund {m} | Hunde {pl} :: dog | dogs
+der kleine Hund :: the little dog
+Wie geht es dir? :: How are you?
+wie geht es dir :: how are you
+Wie geht es  Dir ? :: How do you do?
+Macht geht vor Recht. :: Might is right.
+Das ist mir egal. :: I don't care.
+Er kommt morgen. :: He is coming tomorrow.
+Sie kommt heute. :: She is coming today.
+Ich habe Hunger. :: I am hungry.
+Ich habe Durst. :: I am thirsty.
+Der Hund bellt laut. :: The dog barks loudly.
+Dieser Satz hat viel zu viele Wörter für den Test, wirklich sehr viele. :: Too long.
+"""
+
+
+SENTENCE_SPLITS = ("train", "val", "test", "phrases", "words")
+
+
+def fake_ding_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point the builder at a tiny Ding file instead of the trans-de-en package."""
+    ding = tmp_path / "de-en"
+    ding.write_text(FAKE_DING, encoding="utf-8")
+    monkeypatch.setattr(prepare_data, "apt_package_files", lambda package: [ding])
+    monkeypatch.setattr(prepare_data, "pick_file", lambda files, *names: files[0])
+
+
+def read_sources(path: Path) -> list[str]:
+    """The source field of every JSONL row."""
+    return [json.loads(line)["source"] for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_dictionary_sentences_keep_held_out_sources_out_of_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No val/test German sentence (case-, punctuation- and space-blind) reaches train, phrases or words."""
+    fake_ding_pairs(tmp_path, monkeypatch)
+    monkeypatch.setattr(prepare_data, "SENTENCES_HELD_OUT", 3)
+    for seed in range(8):
+        folder = tmp_path / f"out{seed}"
+        prepare_data.build_dictionary_sentences(folder, prepare_data.Options(seed=seed))
+        rows = {name: read_sources(folder / f"de_en_sentences/{name}.jsonl") for name in SENTENCE_SPLITS}
+        held = rows["val"] + rows["test"]
+        kept = rows["train"] + rows["phrases"] + rows["words"]
+        assert len(rows["val"]) == len(rows["test"]) == 3
+        assert len({fmt.normalise_source(s) for s in held}) == len(held)  # disjoint, no duplicates
+        assert not {fmt.normalise_source(s) for s in held} & {fmt.normalise_source(s) for s in kept}
+        assert all(fmt.is_sentence(s) and len(s.split()) <= 12 for s in held)
+        assert all(fmt.is_sentence(s) for s in rows["train"]) and "Hunde" in rows["words"]
+
+
+def test_sentence_split_is_seeded_and_loses_only_held_out_duplicates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same seed, same split; every parsed pair lands in one part unless it duplicates a held-out source."""
+    fake_ding_pairs(tmp_path, monkeypatch)
+    pairs = list(prepare_data.read_ding_pairs()[1].items())
+    split = fmt.split_sentence_pairs(pairs, held_out=2, max_words=12, seed=5)
+    assert split == fmt.split_sentence_pairs(pairs, held_out=2, max_words=12, seed=5)
+    assert any(split != fmt.split_sentence_pairs(pairs, 2, 12, seed) for seed in range(6, 12))
+    placed = {row["source"] for rows in split.values() for row in rows}
+    held = {fmt.normalise_source(row["source"]) for name in ("val", "test") for row in split[name]}
+    assert {s for s, _ in pairs if s not in placed} <= {s for s, _ in pairs if fmt.normalise_source(s) in held}
