@@ -1,0 +1,48 @@
+"""scripts/hf_side_by_side.py: both sides of a smoke run train and score; the table reads the records."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+import hf_side_by_side  # noqa: E402
+
+TEXT = "First Citizen: Before we proceed any further, hear me speak.\nAll: Speak, speak.\n"
+
+
+@pytest.mark.slow  # two child processes: `tetraformer prepare`, then each side's run
+def test_gpt_smoke_run_gives_both_sides_a_finite_metric(tmp_path: Path) -> None:
+    """The GPT family at the smoke size on a small text: ours and HF each train 3 steps and score a finite loss."""
+    text = tmp_path / "data" / "shakespeare"
+    text.mkdir(parents=True)
+    for split in ("train", "val"):
+        (text / f"{split}.txt").write_text(TEXT * 60, encoding="utf-8")
+    argv = ["--families", "gpt", "--size", "smoke", "--seeds", "1", "--data", str(tmp_path / "data")]
+    results = hf_side_by_side.main([*argv, "--work", str(tmp_path / "work")])
+    for side in ("ours", "hf"):
+        (record,) = results["gpt"][side]
+        assert record["steps"] == 3
+        assert math.isfinite(record["loss"]) and record["loss"] > 0
+        assert record["wall_s"] > 0 and record["cpu_s"] > 0
+
+
+def test_table_gives_mean_and_spread_per_side_and_the_time_ratio() -> None:
+    """Metric as mean ± std over seeds; wall and CPU seconds as medians, each with ours/HF as their ratio."""
+    results = {
+        "bert": {
+            "ours": [
+                {"accuracy": 0.90, "wall_s": 10.0, "cpu_s": 9.0},
+                {"accuracy": 0.92, "wall_s": 12.0, "cpu_s": 9.0},
+            ],
+            "hf": [{"accuracy": 0.80, "wall_s": 20.0, "cpu_s": 6.0}, {"accuracy": 0.80, "wall_s": 20.0, "cpu_s": 6.0}],
+        }
+    }
+    lines = hf_side_by_side.table(results).splitlines()
+    cells = [c.strip() for c in lines[2].split("|")[1:-1]]
+    assert cells[:4] == ["bert", "val accuracy", "0.9100 ± 0.0141", "0.8000 ± 0.0000"]
+    assert cells[4:] == ["11.0", "20.0", "0.55", "9.0", "6.0", "1.50"]
