@@ -18,6 +18,7 @@ from tetraformer.accel.chooser import LayoutChooser
 from tetraformer.accel.chosen_attention import ChosenAttention, choose, measured_attention, use_chosen_attention
 from tetraformer.core import Attention, CausalLM, TransformerConfig
 from tetraformer.core.cache import LayerCache
+from tetraformer.errors import ConfigError
 
 MACHINE = "test machine"
 FORCEABLE = ("sdpa", "flash", "math", "eager")  # the kernels that run on a CPU (flash only where SDPA takes it)
@@ -311,8 +312,9 @@ def test_forced_kernels_give_the_stock_models_logits_and_gradients(
     expected = logits_and_grads(stock, args, kw, autocast)
     try:
         got = logits_and_grads(ours, args, kw, autocast)
-    except RuntimeError:
+    except ConfigError as error:  # a forced kernel that cannot take the call: one line naming it
         assert kernel == "flash", f"{kernel} refused a CPU model's inputs"
+        assert str(error).startswith("TETRAFORMER_ATTENTION=flash cannot run this attention call (")
         pytest.skip("SDPA's flash kernel does not take these inputs on this CPU (a learned bias needs its gradient)")
     agree(got, expected, precision)
 

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from tetraformer.accel import attention_kernels as kernels
 from tetraformer.accel.chooser import LayoutChooser, machine_key
 from tetraformer.core.attention import Attention
+from tetraformer.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,25 @@ class ChosenAttention(Attention):
         if name == "sdpa":
             return super().attend(q, k, v, mask, is_causal)
         k, v = self.repeat_kv(k), self.repeat_kv(v)  # (B, H, S, Dh)
-        return kernels.KERNELS[name](q, k, v, mask, causal, self.scale, dropout), None
+        try:
+            return kernels.KERNELS[name](q, k, v, mask, causal, self.scale, dropout), None
+        except RuntimeError as exc:
+            if forced() is None:
+                raise
+            raise forced_kernel_error(name, q, mask, causal, dropout, exc) from None
+
+
+def forced_kernel_error(
+    name: str, q: Tensor, mask: Tensor | None, causal: bool, dropout: float, exc: RuntimeError
+) -> ConfigError:
+    """One line saying why the kernel TETRAFORMER_ATTENTION forces cannot run this call, and what can."""
+    call = f"{kernels.mask_kind(mask, causal)} mask, {str(q.dtype).removeprefix('torch.')} on {q.device.type}"
+    call += ", dropout" if dropout else ""
+    reason = str(exc).strip().splitlines()[0].rstrip(". ") if str(exc).strip() else type(exc).__name__
+    return ConfigError(
+        f"TETRAFORMER_ATTENTION={name} cannot run this attention call ({call}): {reason}; "
+        "unset it (auto measures the kernels that can) or set TETRAFORMER_ATTENTION=sdpa"
+    )
 
 
 def use_chosen_attention(net: nn.Module) -> list[Attention]:
