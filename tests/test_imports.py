@@ -16,7 +16,10 @@ STDLIB = frozenset(sys.stdlib_module_names)
 # area -> (modules it may import besides the stdlib, or None for "anything but `forbidden`"; forbidden prefixes)
 RULES: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...]]] = {
     "tetraformer.core": (("torch", "tetraformer.core", "tetraformer.errors"), ()),
-    "tetraformer.accel": (("torch", "tetraformer.accel", "tetraformer.core", "tetraformer.files"), ()),  # + its cache
+    "tetraformer.accel": (
+        ("torch", "tetraformer.accel", "tetraformer.core", "tetraformer.errors", "tetraformer.files"),  # + its cache
+        (),
+    ),
     "tetraformer.payload": (
         ("torch", "tokenizers", "transformers", "tetraformer.core", "tetraformer.errors", "tetraformer.safe_loading"),
         (),
