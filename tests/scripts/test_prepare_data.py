@@ -287,3 +287,22 @@ def test_sentence_split_is_seeded_and_loses_only_held_out_duplicates(
     placed = {row["source"] for rows in split.values() for row in rows}
     held = {fmt.normalise_source(row["source"]) for name in ("val", "test") for row in split[name]}
     assert {s for s, _ in pairs if s not in placed} <= {s for s, _ in pairs if fmt.normalise_source(s) in held}
+
+
+def test_news_text_keeps_r8_test_documents_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every source document is kept once, except the ones R8 is tested on; 1% of them are held out for val."""
+    tables = {
+        "reuters-r8-test": ["tested one", "tested two"],
+        "reuters-r52-train": [f"wire {i}" for i in range(150)] + ["tested one"],
+        "20newsgroups-train": [f"post {i}" for i in range(100)] + ["wire 3"],
+        "20newsgroups-test": ["tested two", "post 7", "late post"],
+    }
+    monkeypatch.setattr(prepare_data, "orange_rows", lambda name: [{"text": t, "label": "x"} for t in tables[name]])
+    prepare_data.build_news_text(tmp_path, prepare_data.Options(seed=0))
+    with (tmp_path / "news_text/train.csv").open() as f:
+        train = [row["text"] for row in csv.DictReader(f)]
+    with (tmp_path / "news_text/val.csv").open() as f:
+        val = [row["text"] for row in csv.DictReader(f)]
+    kept = train + val
+    assert len(kept) == len(set(kept)) == 251 and len(val) == 3
+    assert "late post" in kept and not {"tested one", "tested two"} & set(kept)

@@ -29,6 +29,7 @@ from tetraformer.training.callbacks.unstarted import DiscardUnstartedLogs
 from tetraformer.training.checkpointing.periodic import PeriodicCheckpoint, last_ckpt
 from tetraformer.training.checkpointing.preemption import Preemption
 from tetraformer.training.checkpointing.resume import RandomState
+from tetraformer.training.checkpointing.snapshots import StepSnapshots
 from tetraformer.training.distributed.strategies import forward_needs_every_rank, gathered_weights
 from tetraformer.training.reports.loggers import RunConfig, wandb_logger
 
@@ -178,8 +179,8 @@ def default_callbacks(
     The trainer's callbacks, as `tetraformer` runs them:
      1. those the config's `trainer.callbacks` lists;
      2. when training: NonFiniteGuard, FinalValidation (sets should_stop on the last step, before anything saves),
-        and unless `--trainer.enable_checkpointing false` (`checkpoints`): Preemption, PeriodicCheckpoint
-        (RunCheckpoint is built here too but runs last, see 8);
+        and unless `--trainer.enable_checkpointing false` (`checkpoints`): Preemption, PeriodicCheckpoint,
+        StepSnapshots (with `--run.keep_every_n_steps`) (RunCheckpoint is built here too but runs last, see 8);
      3. always: LearningRateMonitor, Throughput (counts the run's tokens), TimeBudget, DiscardUnstartedLogs (an
         error before the first batch removes the logs/version_N and offline W&B run Lightning started);
      4. as configured: TokenBudget (reads Throughput's count, so after it), SamplesTable, EarlyStopping;
@@ -199,6 +200,8 @@ def default_callbacks(
             Preemption(),
             PeriodicCheckpoint(run.save_every_n_steps, run.save_every_minutes),
         ]
+        if run.keep_every_n_steps:
+            saving.append(StepSnapshots(Path(root_dir) / "checkpoints", run.keep_every_n_steps))
         callbacks[:0] = [NonFiniteGuard(run.on_nonfinite), FinalValidation(), *(saving if checkpoints else [])]
     if run.max_tokens is not None:
         callbacks.append(TokenBudget(run.max_tokens, throughput))

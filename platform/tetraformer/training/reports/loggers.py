@@ -38,6 +38,7 @@ class RunConfig:
     collective_timeout_s: float = 600.0  # a distributed collective waiting longer than this ends the job
     save_every_n_steps: int | None = None  # also write last.ckpt every N optimizer steps (between validations)
     save_every_minutes: float | None = None  # also write last.ckpt once M minutes passed since it was written
+    keep_every_n_steps: int | None = None  # keep checkpoints/step-N.ckpt every N optimizer steps (weights only)
     # with no progress bar (output to a file): a log line every N optimizer steps or S seconds, whichever comes
     # first, and one per validation; 0/null turns either off, both off: no lines
     progress_every_n_steps: int | None = 100
@@ -46,7 +47,13 @@ class RunConfig:
     def __post_init__(self) -> None:
         """Reject counts and times that cannot work: an OptionError names the field."""
         at_least(self, 0, early_stopping_patience=self.early_stopping_patience)
-        at_least(self, 1, max_tokens=self.max_tokens, save_every_n_steps=self.save_every_n_steps)
+        at_least(
+            self,
+            1,
+            max_tokens=self.max_tokens,
+            save_every_n_steps=self.save_every_n_steps,
+            keep_every_n_steps=self.keep_every_n_steps,
+        )
         above(self, 0, collective_timeout_s=self.collective_timeout_s, save_every_minutes=self.save_every_minutes)
         if not isinstance(self.peak_tflops, str):
             above(self, 0, peak_tflops=self.peak_tflops)
