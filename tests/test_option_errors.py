@@ -144,6 +144,7 @@ TEXT_CLASSIFICATION = [
     row("--run.max_tokens", "0", "1 or more"),
     row("--run.collective_timeout_s", "0", "more than 0"),
     row("--run.save_every_n_steps", "0", "1 or more"),
+    row("--run.keep_every_n_steps", "0", "1 or more"),
     row("--run.save_every_minutes", "-1", "more than 0"),
     row("--run.peak_tflops", "0", "more than 0"),
     row("--run.peak_tflops", "fast", "auto", "float"),
