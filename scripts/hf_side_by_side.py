@@ -172,10 +172,20 @@ def run_groups(args: argparse.Namespace) -> list[list[Run]]:
     return pairs
 
 
+def checkout_pythonpath() -> str:
+    """PYTHONPATH for a child process that imports the platform and the tasks from this checkout."""
+    return os.pathsep.join(filter(None, [str(ROOT / "platform"), str(ROOT), os.environ.get("PYTHONPATH")]))
+
+
 def child_env(work: Path) -> dict[str, str]:
     """One thread, W&B off, the platform and tasks importable, a cache shared by the runs (unless one is set)."""
-    path = os.pathsep.join(filter(None, [str(ROOT / "platform"), str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": checkout_pythonpath(),
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "WANDB_MODE": "disabled",
+    }
     env.setdefault("TETRAFORMER_CACHE_DIR", str(work / "cache"))
     return env
 

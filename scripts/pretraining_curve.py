@@ -22,13 +22,13 @@ import re
 import statistics
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from hf_side_by_side import cpu_model
+from hf_side_by_side import checkout_pythonpath, cpu_model
 
 SNAPSHOT = re.compile(r"step-(\d+)\.ckpt$")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -49,6 +49,11 @@ def snapshots(pretrained: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def newest(paths: Iterable[Path]) -> Path | None:
+    """The most recently written of some files, or None when there are none."""
+    return max(paths, key=lambda p: p.stat().st_mtime, default=None)
+
+
 def metrics_rows(metrics: Path) -> list[dict[str, str]]:
     """The rows of a Lightning CSV logger's metrics.csv."""
     with metrics.open(newline="") as f:
@@ -57,10 +62,11 @@ def metrics_rows(metrics: Path) -> list[dict[str, str]]:
 
 def validation_at(pretrained: Path, key: str) -> dict[int, float]:
     """step -> the pretraining run's logged value of `key` (its validations), from its newest metrics.csv."""
-    files = sorted((pretrained / "logs").glob("version_*/metrics.csv"), key=lambda p: p.stat().st_mtime)
-    if not files:
+    metrics = newest(pretrained.glob("logs/version_*/metrics.csv"))
+    if metrics is None:
         return {}
-    return {int(r["step"]) + 1: float(r[key]) for r in metrics_rows(files[-1]) if r.get(key)}
+    # Lightning logs a validation at the step before the global step it follows, hence + 1
+    return {int(r["step"]) + 1: float(r[key]) for r in metrics_rows(metrics) if r.get(key)}
 
 
 def budgets(args: argparse.Namespace) -> list[Budget]:
@@ -76,17 +82,17 @@ def budgets(args: argparse.Namespace) -> list[Budget]:
 
 def test_metrics(run: Path) -> dict[str, float] | None:
     """The test split's metrics (test/<name>, per-class ones left out) of a run's newest `tetraformer test`."""
-    files = sorted(run.glob("eval/test-*/logs/version_*/metrics.csv"), key=lambda p: p.stat().st_mtime)
-    if not files:
+    metrics = newest(run.glob("eval/test-*/logs/version_*/metrics.csv"))
+    if metrics is None:
         return None
-    values = {k: float(v) for row in metrics_rows(files[-1]) for k, v in row.items() if v and k.count("/") == 1}
+    values = {k: float(v) for row in metrics_rows(metrics) for k, v in row.items() if v and k.count("/") == 1}
     return {k: v for k, v in values.items() if k.startswith("test/")} or None
 
 
 def cli(*args: str) -> None:
     """`tetraformer ARGS...` in a child process (the platform and the tasks importable from this checkout)."""
-    path = os.pathsep.join(filter(None, [str(ROOT / "platform"), str(ROOT), os.environ.get("PYTHONPATH")]))
-    subprocess.run([sys.executable, "-m", "tetraformer.cli", *args], check=True, env={**os.environ, "PYTHONPATH": path})
+    env = {**os.environ, "PYTHONPATH": checkout_pythonpath()}
+    subprocess.run([sys.executable, "-m", "tetraformer.cli", *args], check=True, env=env)
 
 
 def fine_tune(budget: Budget, seed: int, args: argparse.Namespace) -> dict[str, float]:
