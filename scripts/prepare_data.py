@@ -31,6 +31,7 @@ from prepare_data_formats import (
     read_orange_tab,
     sample_indices,
     split_items,
+    split_phrase_pairs,
     split_sentence_pairs,
     split_text,
     stratified_split,
@@ -179,6 +180,19 @@ def build_dictionary_sentences(root: Path, opts: Options) -> Counts:
     return {f"de_en_sentences/{s}.jsonl": write_jsonl(root / f"de_en_sentences/{s}.jsonl", p) for s, p in parts.items()}
 
 
+PHRASES_HELD_OUT = 1000  # val and test phrases each
+PHRASE_WORDS = (2, 6)  # fewest and most German words of a held-out phrase
+
+
+def build_dictionary_phrases(root: Path, opts: Options) -> Counts:
+    """Ding multi-word phrases -> de_en_phrases/{val,test}.jsonl (PHRASES_HELD_OUT each, 2-6 German words);
+    train.jsonl holds every other pair (sentences, phrases, single words), no held-out German phrase among them."""
+    path, pairs = read_ding_pairs()
+    parts = split_phrase_pairs(list(pairs.items()), PHRASES_HELD_OUT, PHRASE_WORDS, opts.seed)
+    log.info("dictionary_phrases: %s from %s", ", ".join(f"{len(v)} {k}" for k, v in parts.items()), path)
+    return {f"de_en_phrases/{s}.jsonl": write_jsonl(root / f"de_en_phrases/{s}.jsonl", p) for s, p in parts.items()}
+
+
 FASHION_CLASSES = (
     "t-shirt_top",
     "trouser",
@@ -284,6 +298,11 @@ REGISTRY: dict[str, Dataset] = {
         build_dictionary_sentences,
         ("de_en_sentences",),
         "Ding example sentences (held-out short ones) + phrase/word pairs JSONL (apt trans-de-en)",
+    ),
+    "dictionary_phrases": Dataset(
+        build_dictionary_phrases,
+        ("de_en_phrases",),
+        "Ding held-out multi-word phrases; every other pair to train on, JSONL (apt trans-de-en)",
     ),
     "fashion_mnist": Dataset(
         build_fashion_mnist,

@@ -180,6 +180,26 @@ def normalise_source(text: str) -> str:
     return " ".join(WORD_CHARS.sub(" ", text.casefold()).split())
 
 
+def pick_held_out(
+    pairs: Sequence[tuple[str, str]], held_out: int, eligible: Callable[[str], bool], seed: int
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[tuple[str, str]]]:
+    """Seeded val and test sets of `held_out` eligible pairs each (one per normalised source), and the pairs
+    left for training: none of them shares a normalised source with a held-out pair."""
+    by_key: dict[str, tuple[str, str]] = {}
+    for source, target in pairs:
+        if eligible(source):
+            by_key.setdefault(normalise_source(source), (source, target))  # first pair per key
+    picked = random.Random(seed).sample(sorted(by_key), min(2 * held_out, len(by_key)))
+    held = set(picked)
+    rest = [(s, t) for s, t in pairs if normalise_source(s) not in held]
+    return [by_key[k] for k in picked[:held_out]], [by_key[k] for k in picked[held_out:]], rest
+
+
+def as_rows(group: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    """(source, target) pairs as JSONL rows."""
+    return [{"source": s, "target": t} for s, t in group]
+
+
 def split_sentence_pairs(
     pairs: Sequence[tuple[str, str]], held_out: int, max_words: int, seed: int
 ) -> dict[str, list[dict[str, str]]]:
@@ -188,23 +208,27 @@ def split_sentence_pairs(
     Val and test each take `held_out` sentence pairs of at most `max_words` German words, one per normalised
     source; no pair whose normalised source is held out reaches train, phrases or words.
     """
-    by_key: dict[str, tuple[str, str]] = {}
-    for source, target in pairs:
-        if is_sentence(source):
-            by_key.setdefault(normalise_source(source), (source, target))  # first pair per key
-    candidates = sorted(key for key, (source, _) in by_key.items() if len(source.split()) <= max_words)
-    picked = random.Random(seed).sample(candidates, min(2 * held_out, len(candidates)))
-    val, test = picked[:held_out], picked[held_out:]
-    held = set(picked)
-    rest = [(s, t) for s, t in pairs if normalise_source(s) not in held]
+    short = lambda source: is_sentence(source) and len(source.split()) <= max_words  # noqa: E731
+    val, test, rest = pick_held_out(pairs, held_out, short, seed)
     groups = {
-        "val": [by_key[k] for k in val],
-        "test": [by_key[k] for k in test],
+        "val": val,
+        "test": test,
         "train": [(s, t) for s, t in rest if is_sentence(s)],
         "phrases": [(s, t) for s, t in rest if not is_sentence(s) and len(s.split()) > 1],
         "words": [(s, t) for s, t in rest if not is_sentence(s) and len(s.split()) == 1],
     }
-    return {name: [{"source": s, "target": t} for s, t in group] for name, group in groups.items()}
+    return {name: as_rows(group) for name, group in groups.items()}
+
+
+def split_phrase_pairs(
+    pairs: Sequence[tuple[str, str]], held_out: int, words: tuple[int, int], seed: int
+) -> dict[str, list[dict[str, str]]]:
+    """Seeded val/test sets of multi-word phrases (`words` = fewest, most German words; no sentences); train
+    keeps every other pair (sentences, phrases and single words), none sharing a held-out normalised source."""
+    fewest, most = words
+    phrase = lambda source: not is_sentence(source) and fewest <= len(source.split()) <= most  # noqa: E731
+    val, test, rest = pick_held_out(pairs, held_out, phrase, seed)
+    return {"train": as_rows(rest), "val": as_rows(val), "test": as_rows(test)}
 
 
 def repair_bio(tags: Sequence[str]) -> list[str]:

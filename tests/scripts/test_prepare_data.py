@@ -237,6 +237,12 @@ Ich habe Hunger. :: I am hungry.
 Ich habe Durst. :: I am thirsty.
 Der Hund bellt laut. :: The dog barks loudly.
 Dieser Satz hat viel zu viele Wörter für den Test, wirklich sehr viele. :: Too long.
+einen Vertrag schließen :: to conclude a contract
+Einen Vertrag  schließen! :: to sign a contract
+kühle Farben :: cool colours
+gut zu Fuß sein :: to be a good walker
+Mann in Frauenkleidern :: man in drag
+sich an einem langen Tag sehr schuldig fühlen :: to feel very guilty on a long day
 """
 
 
@@ -287,6 +293,25 @@ def test_sentence_split_is_seeded_and_loses_only_held_out_duplicates(
     placed = {row["source"] for rows in split.values() for row in rows}
     held = {fmt.normalise_source(row["source"]) for name in ("val", "test") for row in split[name]}
     assert {s for s, _ in pairs if s not in placed} <= {s for s, _ in pairs if fmt.normalise_source(s) in held}
+
+
+def test_dictionary_phrases_hold_out_short_phrases_and_train_on_everything_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Val/test are 2-6 word phrases, never sentences; every other pair trains, none sharing a held-out source."""
+    fake_ding_pairs(tmp_path, monkeypatch)
+    monkeypatch.setattr(prepare_data, "PHRASES_HELD_OUT", 2)
+    pairs = list(prepare_data.read_ding_pairs()[1].items())
+    for seed in range(8):
+        folder = tmp_path / f"out{seed}"
+        prepare_data.build_dictionary_phrases(folder, prepare_data.Options(seed=seed))
+        rows = {name: read_sources(folder / f"de_en_phrases/{name}.jsonl") for name in ("train", "val", "test")}
+        held = {fmt.normalise_source(s) for s in rows["val"] + rows["test"]}
+        assert len(rows["val"]) == len(rows["test"]) == 2 and len(held) == 4
+        assert all(not fmt.is_sentence(s) and 2 <= len(s.split()) <= 6 for s in rows["val"] + rows["test"])
+        assert not held & {fmt.normalise_source(s) for s in rows["train"]}
+        assert {s for s, _ in pairs if fmt.normalise_source(s) not in held} == set(rows["train"])
+        assert "Hunde" in rows["train"] and "Ich habe Hunger." in rows["train"]
 
 
 def test_news_text_keeps_r8_test_documents_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
