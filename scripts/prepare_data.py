@@ -25,13 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prepare_data_formats import (
+    message_pairs,
     parse_ding_line,
     read_idx,
     read_iob_sentences,
+    read_mo,
     read_orange_tab,
     sample_indices,
     split_items,
-    split_phrase_pairs,
+    split_message_pairs,
     split_sentence_pairs,
     split_text,
     stratified_split,
@@ -180,17 +182,52 @@ def build_dictionary_sentences(root: Path, opts: Options) -> Counts:
     return {f"de_en_sentences/{s}.jsonl": write_jsonl(root / f"de_en_sentences/{s}.jsonl", p) for s, p in parts.items()}
 
 
-PHRASES_HELD_OUT = 1000  # val and test phrases each
-PHRASE_WORDS = (2, 6)  # fewest and most German words of a held-out phrase
+MESSAGES_HELD_OUT = 1000  # val and test messages each
+MESSAGE_MIN_WORDS = 3  # a held-out message has at least this many German words (no bare names or menu words)
+MESSAGE_PACKAGES = (  # Debian packages whose German catalogs (*/de/LC_MESSAGES/*.mo) hold program messages
+    "git",
+    "coreutils",
+    "gnupg-l10n",
+    "libc-l10n",
+    "dpkg",
+    "libdpkg-perl",
+    "gettext",
+    "binutils-common",
+    "wget",
+    "procps",
+    "tar",
+    "login",
+    "bash",
+    "make",
+    "apt",
+    "man-db",
+    "diffutils",
+    "findutils",
+    "xz-utils",
+    "sed",
+    "grep",
+    "adduser",
+    "psmisc",
+    "krb5-locales",
+    "libglib2.0-data",
+    "libgtk2.0-common",
+    "shared-mime-info",
+    "iso-codes",
+)
 
 
-def build_dictionary_phrases(root: Path, opts: Options) -> Counts:
-    """Ding multi-word phrases -> de_en_phrases/{val,test}.jsonl (PHRASES_HELD_OUT each, 2-6 German words);
-    train.jsonl holds every other pair (sentences, phrases, single words), no held-out German phrase among them."""
-    path, pairs = read_ding_pairs()
-    parts = split_phrase_pairs(list(pairs.items()), PHRASES_HELD_OUT, PHRASE_WORDS, opts.seed)
-    log.info("dictionary_phrases: %s from %s", ", ".join(f"{len(v)} {k}" for k, v in parts.items()), path)
-    return {f"de_en_phrases/{s}.jsonl": write_jsonl(root / f"de_en_phrases/{s}.jsonl", p) for s, p in parts.items()}
+def build_software_messages(root: Path, opts: Options) -> Counts:
+    """German program messages and their English originals from Debian's gettext catalogs ->
+    de_en_messages/{train,val,test}.jsonl; val and test hold MESSAGES_HELD_OUT messages each, none in train."""
+    pairs: dict[str, str] = {}
+    for package in MESSAGE_PACKAGES:
+        for path in sorted(apt_package_files(package)):
+            if path.suffix == ".mo" and path.parent.match("de/LC_MESSAGES"):
+                for source, target in message_pairs(read_mo(path)):
+                    pairs.setdefault(source, target)
+    parts = split_message_pairs(list(pairs.items()), MESSAGES_HELD_OUT, MESSAGE_MIN_WORDS, opts.seed)
+    log.info("software_messages: %s", ", ".join(f"{len(v)} {k}" for k, v in parts.items()))
+    return {f"de_en_messages/{s}.jsonl": write_jsonl(root / f"de_en_messages/{s}.jsonl", p) for s, p in parts.items()}
 
 
 FASHION_CLASSES = (
@@ -299,10 +336,10 @@ REGISTRY: dict[str, Dataset] = {
         ("de_en_sentences",),
         "Ding example sentences (held-out short ones) + phrase/word pairs JSONL (apt trans-de-en)",
     ),
-    "dictionary_phrases": Dataset(
-        build_dictionary_phrases,
-        ("de_en_phrases",),
-        "Ding held-out multi-word phrases; every other pair to train on, JSONL (apt trans-de-en)",
+    "software_messages": Dataset(
+        build_software_messages,
+        ("de_en_messages",),
+        "German program messages and their English originals, JSONL (apt gettext catalogs of git, coreutils, ...)",
     ),
     "fashion_mnist": Dataset(
         build_fashion_mnist,

@@ -220,14 +220,42 @@ def split_sentence_pairs(
     return {name: as_rows(group) for name, group in groups.items()}
 
 
-def split_phrase_pairs(
-    pairs: Sequence[tuple[str, str]], held_out: int, words: tuple[int, int], seed: int
+MESSAGE_MAX_WORDS = 30  # longer program messages are help texts, not sentences
+
+
+def read_mo(path: Path) -> dict[Any, str]:
+    """A compiled gettext catalog (.mo): msgid (or (msgid, n) for plural forms) -> translation."""
+    import gettext
+
+    with path.open("rb") as f:
+        return gettext.GNUTranslations(f)._catalog  # noqa: SLF001 - the parsed catalog, as gettext keeps it
+
+
+def message_pairs(catalog: dict[Any, str]) -> list[tuple[str, str]]:
+    """(translation, English msgid) pairs of one catalog: singular forms, context dropped, one line each, at most
+    MESSAGE_MAX_WORDS words, only messages the catalog actually translates."""
+    pairs = []
+    for key, translated in catalog.items():
+        if isinstance(key, tuple):
+            key, form = key
+            if form != 0:
+                continue
+        english = " ".join(str(key).split("\x04")[-1].split())  # "context\x04message" -> message
+        foreign = " ".join(str(translated).split())
+        multiline = "\n" in str(key).strip() or "\n" in str(translated).strip()
+        if not english or not foreign or english == foreign or multiline:
+            continue
+        if max(len(english.split()), len(foreign.split())) <= MESSAGE_MAX_WORDS:
+            pairs.append((foreign, english))
+    return pairs
+
+
+def split_message_pairs(
+    pairs: Sequence[tuple[str, str]], held_out: int, min_words: int, seed: int
 ) -> dict[str, list[dict[str, str]]]:
-    """Seeded val/test sets of multi-word phrases (`words` = fewest, most German words; no sentences); train
-    keeps every other pair (sentences, phrases and single words), none sharing a held-out normalised source."""
-    fewest, most = words
-    phrase = lambda source: not is_sentence(source) and fewest <= len(source.split()) <= most  # noqa: E731
-    val, test, rest = pick_held_out(pairs, held_out, phrase, seed)
+    """Seeded val/test sets of messages of at least `min_words` source words; train keeps every other pair,
+    none sharing a held-out normalised source."""
+    val, test, rest = pick_held_out(pairs, held_out, lambda source: len(source.split()) >= min_words, seed)
     return {"train": as_rows(rest), "val": as_rows(val), "test": as_rows(test)}
 
 

@@ -237,12 +237,6 @@ Ich habe Hunger. :: I am hungry.
 Ich habe Durst. :: I am thirsty.
 Der Hund bellt laut. :: The dog barks loudly.
 Dieser Satz hat viel zu viele Wörter für den Test, wirklich sehr viele. :: Too long.
-einen Vertrag schließen :: to conclude a contract
-Einen Vertrag  schließen! :: to sign a contract
-kühle Farben :: cool colours
-gut zu Fuß sein :: to be a good walker
-Mann in Frauenkleidern :: man in drag
-sich an einem langen Tag sehr schuldig fühlen :: to feel very guilty on a long day
 """
 
 
@@ -295,23 +289,38 @@ def test_sentence_split_is_seeded_and_loses_only_held_out_duplicates(
     assert {s for s, _ in pairs if s not in placed} <= {s for s, _ in pairs if fmt.normalise_source(s) in held}
 
 
-def test_dictionary_phrases_hold_out_short_phrases_and_train_on_everything_else(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Val/test are 2-6 word phrases, never sentences; every other pair trains, none sharing a held-out source."""
-    fake_ding_pairs(tmp_path, monkeypatch)
-    monkeypatch.setattr(prepare_data, "PHRASES_HELD_OUT", 2)
-    pairs = list(prepare_data.read_ding_pairs()[1].items())
+def test_message_pairs_keep_translated_one_line_singular_messages() -> None:
+    """Context and plural forms other than the first are dropped, as are untranslated and multi-line messages."""
+    catalog = {
+        "": "Content-Type: text/plain; charset=UTF-8\n",
+        "cannot open %s": "kann %s nicht öffnen",
+        "menu\x04Open  file": "Datei  öffnen",
+        ("%d file removed", 0): "%d Datei entfernt",
+        ("%d file removed", 1): "%d Dateien entfernt",
+        "Boro": "Boro",
+        "usage: a\n  b": "Aufruf: a\n  b",
+        "untranslated": "",
+        " ".join(["word"] * 31): " ".join(["Wort"] * 31),
+    }
+    assert sorted(fmt.message_pairs(catalog)) == [
+        ("%d Datei entfernt", "%d file removed"),
+        ("Datei öffnen", "Open file"),
+        ("kann %s nicht öffnen", "cannot open %s"),
+    ]
+
+
+def test_message_split_holds_out_sentences_only_and_trains_on_the_rest() -> None:
+    """Held-out messages have 3+ source words, none shares a normalised source with train, nothing else is lost."""
+    pairs = [(f"Kann Datei {i} nicht öffnen", f"cannot open file {i}") for i in range(20)]
+    pairs += [("kann datei 3 nicht öffnen!", "cannot open file 3!"), ("Datei", "file"), ("Öffnen", "open")]
     for seed in range(8):
-        folder = tmp_path / f"out{seed}"
-        prepare_data.build_dictionary_phrases(folder, prepare_data.Options(seed=seed))
-        rows = {name: read_sources(folder / f"de_en_phrases/{name}.jsonl") for name in ("train", "val", "test")}
-        held = {fmt.normalise_source(s) for s in rows["val"] + rows["test"]}
-        assert len(rows["val"]) == len(rows["test"]) == 2 and len(held) == 4
-        assert all(not fmt.is_sentence(s) and 2 <= len(s.split()) <= 6 for s in rows["val"] + rows["test"])
-        assert not held & {fmt.normalise_source(s) for s in rows["train"]}
-        assert {s for s, _ in pairs if fmt.normalise_source(s) not in held} == set(rows["train"])
-        assert "Hunde" in rows["train"] and "Ich habe Hunger." in rows["train"]
+        split = fmt.split_message_pairs(pairs, held_out=3, min_words=3, seed=seed)
+        held = {fmt.normalise_source(r["source"]) for name in ("val", "test") for r in split[name]}
+        train = {r["source"] for r in split["train"]}
+        assert len(split["val"]) == len(split["test"]) == 3 and len(held) == 6
+        assert all(len(r["source"].split()) >= 3 for name in ("val", "test") for r in split[name])
+        assert not held & {fmt.normalise_source(s) for s in train}
+        assert train == {s for s, _ in pairs if fmt.normalise_source(s) not in held}
 
 
 def test_news_text_keeps_r8_test_documents_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
