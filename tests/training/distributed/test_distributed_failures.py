@@ -8,15 +8,21 @@ from pathlib import Path
 
 import lightning as L
 import pytest
+import torch
 
 from tests.training.rank_faults import ddp_fit, lm_config, still_running, with_fault
-from tetraformer.training.distributed.failures import apply_collective_timeout, spawns_ranks
+from tetraformer.training.distributed.failures import (
+    STARTUP_TIMEOUT_S,
+    CollectiveTimeout,
+    apply_collective_timeout,
+    spawns_ranks,
+)
 
 # Without the watch on the other rank, a dead rank's partner would wait out this collective timeout: the dead-rank
 # tests set it far above ddp_fit's hang guard, so only the watch can end the job in time.
 UNWATCHED_TIMEOUT_S = 900
-# The stalled-rank test's collective timeout. It also bounds the rendezvous (torch's process-group timeout covers
-# the store), which waits for rank 1 to start: on a busy machine that takes far longer than on an idle one.
+# The stalled-rank test's collective timeout. The rendezvous, which waits for rank 1 to start (far longer on a busy
+# machine than on an idle one), gets STARTUP_TIMEOUT_S instead.
 STALL_TIMEOUT_S = 60
 
 
@@ -48,17 +54,33 @@ def test_a_stalled_rank_ends_the_job_after_the_collective_timeout(tmp_path: Path
 
 @pytest.mark.parametrize("strategy", ["ddp", "auto", "ddp_find_unused_parameters_true"])
 def test_collective_timeout_reaches_the_resolved_strategy(strategy: str) -> None:
-    """`ddp` given as a string (or picked by `auto` on two devices) gets the configured process-group timeout."""
+    """`ddp` given as a string (or picked by `auto` on two devices) forms its group with at least the startup
+    timeout, to be lowered to the collective timeout after setup."""
     trainer = L.Trainer(accelerator="cpu", devices=2, strategy=strategy, logger=False)
-    apply_collective_timeout(trainer.strategy, 42)
-    assert trainer.strategy._timeout == timedelta(seconds=42) and spawns_ranks(trainer)
+    assert apply_collective_timeout(trainer.strategy, 42) and spawns_ranks(trainer)
+    assert trainer.strategy._timeout == timedelta(seconds=STARTUP_TIMEOUT_S)
+    longer = L.Trainer(accelerator="cpu", devices=2, strategy=strategy, logger=False)
+    assert apply_collective_timeout(longer.strategy, 2 * STARTUP_TIMEOUT_S)
+    assert longer.strategy._timeout == timedelta(seconds=2 * STARTUP_TIMEOUT_S)
 
 
 def test_a_timeout_the_strategy_config_sets_is_kept() -> None:
     """A strategy configured with its own timeout keeps it; a single-device run has none to set."""
     trainer = L.Trainer(accelerator="cpu", devices=2, strategy=L.pytorch.strategies.DDPStrategy(timeout=timedelta(7)))
-    apply_collective_timeout(trainer.strategy, 42)
+    assert not apply_collective_timeout(trainer.strategy, 42)
     assert trainer.strategy._timeout == timedelta(7)
     single = L.Trainer(accelerator="cpu", devices=1, logger=False)
-    apply_collective_timeout(single.strategy, 42)
+    assert not apply_collective_timeout(single.strategy, 42)
     assert not hasattr(single.strategy, "_timeout") and not spawns_ranks(single)
+
+
+def test_collectives_get_the_configured_timeout_after_setup() -> None:
+    """The process group formed with the startup timeout waits the collective timeout once setup ran."""
+    store = torch.distributed.HashStore()
+    torch.distributed.init_process_group("gloo", rank=0, world_size=1, store=store, timeout=timedelta(seconds=600))
+    try:
+        backend = torch.distributed.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+        CollectiveTimeout(42).setup(L.Trainer(logger=False), L.LightningModule(), "fit")
+        assert backend.options._timeout == timedelta(seconds=42)
+    finally:
+        torch.distributed.destroy_process_group()
