@@ -216,6 +216,15 @@ MESSAGE_PACKAGES = (  # Debian packages whose German catalogs (*/de/LC_MESSAGES/
 )
 
 
+def read_catalog(path: Path) -> dict:
+    """A .mo catalog's messages, or none (with a warning naming it) when it is not a UTF-8 gettext catalog."""
+    try:
+        return read_mo(path)
+    except (OSError, UnicodeDecodeError) as err:
+        log.warning("skipping %s: not a readable UTF-8 gettext catalog (%s)", path, err)
+        return {}
+
+
 def build_software_messages(root: Path, opts: Options) -> Counts:
     """German program messages and their English originals from Debian's gettext catalogs ->
     de_en_messages/{train,val,test}.jsonl; val and test hold MESSAGES_HELD_OUT messages each, none in train."""
@@ -223,7 +232,7 @@ def build_software_messages(root: Path, opts: Options) -> Counts:
     for package in MESSAGE_PACKAGES:
         for path in sorted(apt_package_files(package)):
             if path.suffix == ".mo" and path.parent.match("de/LC_MESSAGES"):
-                for source, target in message_pairs(read_mo(path)):
+                for source, target in message_pairs(read_catalog(path)):
                     pairs.setdefault(source, target)
     parts = split_message_pairs(list(pairs.items()), MESSAGES_HELD_OUT, MESSAGE_MIN_WORDS, opts.seed)
     log.info("software_messages: %s", ", ".join(f"{len(v)} {k}" for k, v in parts.items()))

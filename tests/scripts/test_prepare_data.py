@@ -309,6 +309,42 @@ def test_message_pairs_keep_translated_one_line_singular_messages() -> None:
     ]
 
 
+def write_mo(path: Path, messages: dict[str, str], encoding: str = "utf-8") -> Path:
+    """A minimal compiled gettext catalog (little-endian, no hash table) holding `messages`."""
+    header = {"": f"Content-Type: text/plain; charset={encoding}\n"}
+    items = sorted({**header, **messages}.items())
+    ids, strs = [k.encode(encoding) for k, _ in items], [v.encode(encoding) for _, v in items]
+    start = 28 + 16 * len(items)
+    table, blob = [], b""
+    for chunk in ids + strs:
+        table.append((len(chunk), start + len(blob)))
+        blob += chunk + b"\0"
+    head = struct.pack("<7I", 0x950412DE, 0, len(items), 28, 28 + 8 * len(items), 0, 0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(head + b"".join(struct.pack("<2I", *entry) for entry in table) + blob)
+    return path
+
+
+def test_software_messages_read_german_catalogs_and_skip_unreadable_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only de/LC_MESSAGES catalogs are read; a catalog in a legacy encoding is skipped with a warning naming it."""
+    german = {f"cannot open file {i}": f"Kann Datei {i} nicht öffnen" for i in range(10)}
+    files = [
+        write_mo(tmp_path / "de/LC_MESSAGES/tool.mo", german),
+        write_mo(tmp_path / "fr/LC_MESSAGES/tool.mo", {"cannot open": "impossible d'ouvrir le fichier"}),
+        write_mo(tmp_path / "de/LC_MESSAGES/old.mo", {"open": "öffnen"}, encoding="latin-1"),
+    ]
+    (tmp_path / "de/LC_MESSAGES/old.mo").write_bytes(files[2].read_bytes().replace(b"latin-1", b"utf-8"))
+    monkeypatch.setattr(prepare_data, "apt_package_files", lambda package: files)
+    monkeypatch.setattr(prepare_data, "MESSAGES_HELD_OUT", 2)
+    prepare_data.build_software_messages(tmp_path / "out", prepare_data.Options(seed=0))
+    rows = {name: read_sources(tmp_path / f"out/de_en_messages/{name}.jsonl") for name in ("train", "val", "test")}
+    assert sorted(rows["train"] + rows["val"] + rows["test"]) == sorted(german.values())
+    assert len(rows["val"]) == len(rows["test"]) == 2
+    assert "old.mo" in caplog.text and "UTF-8" in caplog.text
+
+
 def test_message_split_holds_out_sentences_only_and_trains_on_the_rest() -> None:
     """Held-out messages have 3+ source words, none shares a normalised source with train, nothing else is lost."""
     pairs = [(f"Kann Datei {i} nicht öffnen", f"cannot open file {i}") for i in range(20)]

@@ -28,9 +28,9 @@ log = logging.getLogger(__name__)
 LAUNCHER_PID = "TETRAFORMER_LAUNCHER_PID"  # set by a rank that spawns the others, read by them
 POLL_S = 1.0
 ORPHAN_EXIT_CODE = 1
-STARTUP_TIMEOUT_S = (
-    600.0  # the rendezvous and the ranks' data preparation get this long, whatever the collective timeout
-)
+# the rendezvous and rank 0's data preparation (the others wait in a barrier) get this long, whatever the
+# collective timeout
+STARTUP_TIMEOUT_S = 600.0
 
 
 def guard_ranks(trainer: L.Trainer, collective_timeout_s: float) -> None:
