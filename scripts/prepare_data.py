@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from prepare_data_formats import (
     message_pairs,
@@ -216,7 +217,7 @@ MESSAGE_PACKAGES = (  # Debian packages whose German catalogs (*/de/LC_MESSAGES/
 )
 
 
-def read_catalog(path: Path) -> dict:
+def read_catalog(path: Path) -> dict[Any, str]:
     """A .mo catalog's messages, or none (with a warning naming it) when it is not a UTF-8 gettext catalog."""
     try:
         return read_mo(path)

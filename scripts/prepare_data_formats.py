@@ -240,9 +240,9 @@ def message_pairs(catalog: dict[Any, str]) -> list[tuple[str, str]]:
             key, form = key
             if form != 0:
                 continue
-        english = " ".join(str(key).split("\x04")[-1].split())  # "context\x04message" -> message
-        foreign = " ".join(str(translated).split())
-        multiline = "\n" in str(key).strip() or "\n" in str(translated).strip()
+        original = str(key).split("\x04")[-1]  # "context\x04message" -> message
+        english, foreign = " ".join(original.split()), " ".join(translated.split())
+        multiline = "\n" in original.strip() or "\n" in translated.strip()
         if not english or not foreign or english == foreign or multiline:
             continue
         if max(len(english.split()), len(foreign.split())) <= MESSAGE_MAX_WORDS:

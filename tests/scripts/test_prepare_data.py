@@ -309,9 +309,10 @@ def test_message_pairs_keep_translated_one_line_singular_messages() -> None:
     ]
 
 
-def write_mo(path: Path, messages: dict[str, str], encoding: str = "utf-8") -> Path:
-    """A minimal compiled gettext catalog (little-endian, no hash table) holding `messages`."""
-    header = {"": f"Content-Type: text/plain; charset={encoding}\n"}
+def write_mo(path: Path, messages: dict[str, str], encoding: str = "utf-8", charset: str | None = None) -> Path:
+    """A minimal compiled gettext catalog (little-endian, no hash table) holding `messages` in `encoding`, its
+    header declaring `charset` (the encoding unless given)."""
+    header = {"": f"Content-Type: text/plain; charset={charset or encoding}\n"}
     items = sorted({**header, **messages}.items())
     ids, strs = [k.encode(encoding) for k, _ in items], [v.encode(encoding) for _, v in items]
     start = 28 + 16 * len(items)
@@ -333,9 +334,8 @@ def test_software_messages_read_german_catalogs_and_skip_unreadable_ones(
     files = [
         write_mo(tmp_path / "de/LC_MESSAGES/tool.mo", german),
         write_mo(tmp_path / "fr/LC_MESSAGES/tool.mo", {"cannot open": "impossible d'ouvrir le fichier"}),
-        write_mo(tmp_path / "de/LC_MESSAGES/old.mo", {"open": "öffnen"}, encoding="latin-1"),
+        write_mo(tmp_path / "de/LC_MESSAGES/old.mo", {"open": "öffnen"}, encoding="latin-1", charset="utf-8"),
     ]
-    (tmp_path / "de/LC_MESSAGES/old.mo").write_bytes(files[2].read_bytes().replace(b"latin-1", b"utf-8"))
     monkeypatch.setattr(prepare_data, "apt_package_files", lambda package: files)
     monkeypatch.setattr(prepare_data, "MESSAGES_HELD_OUT", 2)
     prepare_data.build_software_messages(tmp_path / "out", prepare_data.Options(seed=0))
