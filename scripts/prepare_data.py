@@ -44,6 +44,7 @@ from prepare_data_formats import (
     write_jsonl,
     write_text,
 )
+from prepare_data_japanese import JAPANESE_DOC_PACKAGES, bert_text, japanese_documents
 from prepare_data_ner_en import SPLIT_BOOKS, entity_strings, load_gazetteers, split_sentences, tag_books
 from prepare_data_senses import TRAIN_PAIRS, build_word_senses
 from prepare_data_sources import (
@@ -283,20 +284,47 @@ def build_digits(root: Path, opts: Options) -> Counts:
     return counts
 
 
+def ner_ja_parts(seed: int) -> dict[str, list[list[tuple[str, str]]]]:
+    """hironsancorpus' tagged sentences split 80/10/10 into train, val and test by `seed`."""
+    path = pip_package_dir("hironsancorpus", "hironsan") / "corpus" / "iob_sents.txt"
+    if not path.is_file():
+        raise SourceUnavailable(f"hironsancorpus does not contain {path}")
+    sentences = read_iob_sentences(path.read_text(encoding="utf-8"))
+    return dict(zip(("train", "val", "test"), split_items(sentences, [0.8, 0.1, 0.1], seed), strict=True))
+
+
+def sentence_text(sentence: Sequence[tuple[str, str]]) -> str:
+    """A tagged Japanese sentence's text: its morphemes joined without spaces."""
+    return "".join(token for token, _ in sentence)
+
+
 def build_ner_ja(root: Path, opts: Options) -> Counts:
     """Japanese gold NER (hironsancorpus, IOB2) -> ner_ja/{train,val,test}.conll (80/10/10).
 
     Also ner_ja/train_sentences.txt: the training sentences as text, one per line (masked-LM pretraining).
     """
-    path = pip_package_dir("hironsancorpus", "hironsan") / "corpus" / "iob_sents.txt"
-    if not path.is_file():
-        raise SourceUnavailable(f"hironsancorpus does not contain {path}")
-    sentences = read_iob_sentences(path.read_text(encoding="utf-8"))
-    parts = dict(zip(("train", "val", "test"), split_items(sentences, [0.8, 0.1, 0.1], opts.seed), strict=True))
+    parts = ner_ja_parts(opts.seed)
     counts = {f"ner_ja/{s}.conll": write_conll(root / f"ner_ja/{s}.conll", part) for s, part in parts.items()}
-    text = "".join("".join(token for token, _ in sentence) + "\n" for sentence in parts["train"])
+    text = "".join(sentence_text(sentence) + "\n" for sentence in parts["train"])
     counts["ner_ja/train_sentences.txt"] = write_text(root / "ner_ja" / "train_sentences.txt", text)
     return counts
+
+
+def build_japanese_text(root: Path, opts: Options) -> Counts:
+    """Japanese sentences from Debian's Japanese manuals and guides, plus ner_ja's training sentences as one more
+    document -> ja_text/{train,val}.txt (one sentence per line, a blank line between documents; 1% of the
+    documents held out). No sentence of ner_ja's val or test split is kept."""
+    parts = ner_ja_parts(opts.seed)
+    held_out = {sentence_text(sentence) for split in ("val", "test") for sentence in parts[split]}
+    files = sorted(path for package in JAPANESE_DOC_PACKAGES for path in apt_package_files(package))
+    documents = japanese_documents(files, exclude=held_out)
+    log.info("ja_text: %d documents, %d sentences", len(documents), sum(map(len, documents)))
+    train, val = split_items(documents, [0.99, 0.01], opts.seed)
+    train.append([sentence_text(sentence) for sentence in parts["train"]])
+    return {
+        "ja_text/train.txt": write_text(root / "ja_text/train.txt", bert_text(train[: cap(opts.limit, None)])),
+        "ja_text/val.txt": write_text(root / "ja_text/val.txt", bert_text(val)),
+    }
 
 
 def build_ner_en(root: Path, opts: Options) -> Counts:
@@ -359,6 +387,11 @@ REGISTRY: dict[str, Dataset] = {
     ),
     "digits": Dataset(build_digits, ("digits",), "8x8 digit image folders (scikit-learn); fashion_mnist's fallback"),
     "ner_ja": Dataset(build_ner_ja, ("ner_ja",), "Japanese NER CoNLL, BIO tags (pip hironsancorpus)"),
+    "japanese_text": Dataset(
+        build_japanese_text,
+        ("ja_text",),
+        "Japanese manuals and guides + ner_ja's training sentences for masked-LM pretraining (apt manpages-ja, ...)",
+    ),
     "word_senses": Dataset(
         lambda root, opts: build_word_senses(root, opts.seed, cap(opts.limit, TRAIN_PAIRS)),
         ("word_senses",),

@@ -1,0 +1,101 @@
+"""Tests for the Japanese text builder (scripts/prepare_data_japanese.py, prepare_data.py japanese_text) on
+handmade manual pages and HTML pages."""
+
+from __future__ import annotations
+
+import gzip
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+import prepare_data  # noqa: E402
+import prepare_data_japanese as ja  # noqa: E402
+
+MAN_PAGE = r""".\" a comment line
+.TH LS 1
+.SH 名前
+ls \- ディレクトリの内容を一覧表示する
+.SH 説明
+.B ls
+はファイルの情報を表示する。
+\fB\-a\fP オプションを指定すると、
+ ドットで始まるファイルも表示する。
+.PP
+引数がなければカレントディレクトリの内容を表示する。
+""".replace("、\n", "、 \n")  # a space at the end of a line, as manual pages have
+
+HTML_PAGE = """<html><head><title>ヘルプ</title><style>p { color: red; }</style>
+<script>var x = "スクリプトの中の文章は読まない。";</script></head>
+<body><p>画像を開くには、ファイルメニューから開くを選択してください。
+次にダイアログでファイルを選びます。</p>
+<pre>for i in range(10): print(i)</pre><p>短い。</p>
+<p>Only English text here, nothing Japanese at all.</p></body></html>"""
+
+
+def test_roff_text_keeps_running_text_and_drops_requests_and_escapes() -> None:
+    """Font macros stay as words, other requests and comments break paragraphs, escapes are removed."""
+    sentences = list(ja.japanese_sentences(ja.roff_text(MAN_PAGE)))
+    assert "ls はファイルの情報を表示する。" in sentences
+    assert "-a オプションを指定すると、ドットで始まるファイルも表示する。" in sentences  # joined without the space
+    assert "引数がなければカレントディレクトリの内容を表示する。" in sentences
+    assert not any("comment" in s or "\\" in s for s in sentences)
+
+
+def test_html_text_skips_scripts_and_styles_and_breaks_at_blocks() -> None:
+    """Text in paragraphs is kept, a line break inside one is joined; scripts, styles and code are not."""
+    sentences = list(ja.japanese_sentences(ja.html_text(HTML_PAGE)))
+    assert sentences == [
+        "画像を開くには、ファイルメニューから開くを選択してください。",
+        "次にダイアログでファイルを選びます。",
+    ]
+
+
+def test_japanese_sentences_need_length_and_a_japanese_majority() -> None:
+    """Too short, too long, or mostly Latin text is not a sentence to pretrain on."""
+    text = "短い。\n\n" + "長" * 201 + "。\n\nThe value of x is 長い here.\n\nこれは十分に長い日本語の文です。"
+    assert list(ja.japanese_sentences(text)) == ["これは十分に長い日本語の文です。"]
+
+
+def write_doc(path: Path, text: str, gz: bool = False) -> Path:
+    """Write a (gzipped) document, making its folders."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    return path
+
+
+def test_documents_keep_each_sentence_once_and_leave_out_excluded_ones(tmp_path: Path) -> None:
+    """A sentence already read, or excluded (a held-out NER sentence), is not repeated; other files are ignored."""
+    files = [
+        write_doc(tmp_path / "usr/share/man/ja/man1/ls.1.gz", MAN_PAGE, gz=True),
+        write_doc(tmp_path / "help/open.html", HTML_PAGE),
+        write_doc(tmp_path / "help/copy.html", HTML_PAGE),  # every sentence already read: no document
+        write_doc(tmp_path / "help/notes.txt", "これはテキストファイルの文です。"),
+    ]
+    exclude = {"次にダイアログでファイルを選びます。"}
+    documents = ja.japanese_documents(files, exclude)
+    assert len(documents) == 2
+    assert documents[1] == ["画像を開くには、ファイルメニューから開くを選択してください。"]
+    text = ja.bert_text(documents)
+    assert text.count("\n\n") == 1 and text.endswith("。\n")
+
+
+def test_japanese_text_holds_out_ner_val_and_test_sentences(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The corpus adds ner_ja's training sentences and never holds a val or test sentence."""
+    tagged = {
+        split: [[(f"{split}の文その{i}です", "O"), ("。", "O")] for i in range(3)] for split in ("train", "val", "test")
+    }
+    page = "<p>" + "".join(f"{split}の文その{i}です。" for split in tagged for i in range(3)) + "</p>"
+    pages = [write_doc(tmp_path / f"doc/{i}.html", page.replace("の文", f"の文{i}") + page) for i in range(3)]
+    monkeypatch.setattr(prepare_data, "ner_ja_parts", lambda seed: tagged)
+    monkeypatch.setattr(prepare_data, "JAPANESE_DOC_PACKAGES", ("docs-ja",))
+    monkeypatch.setattr(prepare_data, "apt_package_files", lambda package: pages)
+    prepare_data.build_japanese_text(tmp_path / "out", prepare_data.Options(seed=0))
+    train = (tmp_path / "out/ja_text/train.txt").read_text(encoding="utf-8").split("\n")
+    val = (tmp_path / "out/ja_text/val.txt").read_text(encoding="utf-8").split("\n")
+    lines = set(train + val) - {""}
+    assert {f"train の文その{i}です。".replace(" ", "") for i in range(3)} <= lines
+    assert not any(line.startswith(("valの文その", "testの文その")) for line in lines)
+    assert all(f"valの文{i}その0です。" in lines for i in range(3))  # other documents' sentences stay
