@@ -44,7 +44,7 @@ from prepare_data_formats import (
     write_jsonl,
     write_text,
 )
-from prepare_data_japanese import JAPANESE_DOC_PACKAGES, bert_text, japanese_documents
+from prepare_data_japanese import JAPANESE_DOC_PACKAGES, bert_text, janome_segmenter, japanese_documents, morphemes
 from prepare_data_ner_en import SPLIT_BOOKS, entity_strings, load_gazetteers, split_sentences, tag_books
 from prepare_data_senses import TRAIN_PAIRS, build_word_senses
 from prepare_data_sources import (
@@ -311,16 +311,19 @@ def build_ner_ja(root: Path, opts: Options) -> Counts:
 
 
 def build_japanese_text(root: Path, opts: Options) -> Counts:
-    """Japanese sentences from Debian's Japanese manuals and guides, plus ner_ja's training sentences as one more
-    document -> ja_text/{train,val}.txt (one sentence per line, a blank line between documents; 1% of the
-    documents held out). No sentence of ner_ja's val or test split is kept."""
+    """Japanese sentences from Debian's Japanese manuals and guides, split into morphemes by janome (the IPA
+    dictionary, as ner_ja's corpus is split), plus ner_ja's training sentences as one more document ->
+    ja_text/{train,val}.txt (one sentence per line, morphemes separated by spaces, a blank line between
+    documents; 1% of the documents held out). No sentence of ner_ja's val or test split is kept."""
     parts = ner_ja_parts(opts.seed)
     held_out = {sentence_text(sentence) for split in ("val", "test") for sentence in parts[split]}
     files = sorted(path for package in JAPANESE_DOC_PACKAGES for path in apt_package_files(package))
     documents = japanese_documents(files, exclude=held_out)
-    log.info("ja_text: %d documents, %d sentences", len(documents), sum(map(len, documents)))
+    log.info("ja_text: %d documents, %d sentences; splitting into morphemes", len(documents), sum(map(len, documents)))
+    segmenter = janome_segmenter()
+    documents = [[morphemes(sentence, segmenter) for sentence in document] for document in documents]
     train, val = split_items(documents, [0.99, 0.01], opts.seed)
-    train.append([sentence_text(sentence) for sentence in parts["train"]])
+    train.append([" ".join(token for token, _ in sentence) for sentence in parts["train"]])
     return {
         "ja_text/train.txt": write_text(root / "ja_text/train.txt", bert_text(train[: cap(opts.limit, None)])),
         "ja_text/val.txt": write_text(root / "ja_text/val.txt", bert_text(val)),

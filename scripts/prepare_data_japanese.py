@@ -1,5 +1,6 @@
 """Japanese prose from Debian's Japanese documentation packages (manual pages, HTML guides and help) as sentences,
-one document per source file: the unlabelled text for masked-LM pretraining before the Japanese NER tagger."""
+one document per source file, split into morphemes as the NER corpus is: the unlabelled text for masked-LM
+pretraining before the Japanese NER tagger."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import re
 from collections.abc import Iterable, Iterator
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Protocol
+
+from prepare_data_sources import pip_package_dir
 
 JAPANESE_DOC_PACKAGES = (  # Debian packages of Japanese manuals and guides (about 12 MB of sentences together)
     "manpages-ja",
@@ -131,6 +135,27 @@ def japanese_documents(files: Iterable[Path], exclude: set[str]) -> list[list[st
         if sentences:
             documents.append(sentences)
     return documents
+
+
+class Segmenter(Protocol):
+    """A morphological analyser's word splitter (janome's Tokenizer(wakati=True))."""
+
+    def tokenize(self, text: str) -> Iterable[str]:
+        """The morphemes of `text`, in order."""
+        ...
+
+
+def janome_segmenter() -> Segmenter:
+    """janome's word splitter on its IPA dictionary (pip-installed on first use), the split of ner_ja's corpus."""
+    pip_package_dir("janome", "janome")
+    from janome.tokenizer import Tokenizer
+
+    return Tokenizer(wakati=True)
+
+
+def morphemes(sentence: str, segmenter: Segmenter) -> str:
+    """A sentence as its morphemes separated by single spaces (the NER corpus' tokens, as text)."""
+    return " ".join(word for word in segmenter.tokenize(sentence) if word.strip())
 
 
 def bert_text(documents: Iterable[Iterable[str]]) -> str:

@@ -82,20 +82,38 @@ def test_documents_keep_each_sentence_once_and_leave_out_excluded_ones(tmp_path:
     assert text.count("\n\n") == 1 and text.endswith("。\n")
 
 
+class CharSegmenter:
+    """A stand-in for janome: every character a morpheme, spaces included (janome emits them too)."""
+
+    def tokenize(self, text: str) -> list[str]:
+        """The characters of `text`."""
+        return list(text)
+
+
+def test_morphemes_are_separated_by_single_spaces() -> None:
+    """Space tokens of the analyser are dropped; the morphemes are joined by one space."""
+    assert ja.morphemes("ls は 速い", CharSegmenter()) == "l s は 速 い"
+
+
 def test_japanese_text_holds_out_ner_val_and_test_sentences(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The corpus adds ner_ja's training sentences and never holds a val or test sentence."""
+    """The corpus is split into morphemes, adds ner_ja's training sentences (their own morphemes) and never
+    holds a val or test sentence."""
+    names = {"train": "訓練", "val": "検証", "test": "試験"}
     tagged = {
-        split: [[(f"{split}の文その{i}です", "O"), ("。", "O")] for i in range(3)] for split in ("train", "val", "test")
+        split: [[(f"{name}の文", "O"), (f"その{i}です", "O"), ("。", "O")] for i in range(3)]
+        for split, name in names.items()
     }
-    page = "<p>" + "".join(f"{split}の文その{i}です。" for split in tagged for i in range(3)) + "</p>"
+    page = "<p>" + "".join(f"{name}の文その{i}です。" for name in names.values() for i in range(3)) + "</p>"
     pages = [write_doc(tmp_path / f"doc/{i}.html", page.replace("の文", f"の文{i}") + page) for i in range(3)]
     monkeypatch.setattr(prepare_data, "ner_ja_parts", lambda seed: tagged)
     monkeypatch.setattr(prepare_data, "JAPANESE_DOC_PACKAGES", ("docs-ja",))
     monkeypatch.setattr(prepare_data, "apt_package_files", lambda package: pages)
+    monkeypatch.setattr(prepare_data, "janome_segmenter", CharSegmenter)
     prepare_data.build_japanese_text(tmp_path / "out", prepare_data.Options(seed=0))
     train = (tmp_path / "out/ja_text/train.txt").read_text(encoding="utf-8").split("\n")
     val = (tmp_path / "out/ja_text/val.txt").read_text(encoding="utf-8").split("\n")
     lines = set(train + val) - {""}
-    assert {f"train の文その{i}です。".replace(" ", "") for i in range(3)} <= lines
-    assert not any(line.startswith(("valの文その", "testの文その")) for line in lines)
-    assert all(f"valの文{i}その0です。" in lines for i in range(3))  # other documents' sentences stay
+    assert {f"訓練の文 その{i}です 。" for i in range(3)} <= lines  # ner_ja's own morphemes
+    assert {" ".join(f"訓練の文{d}その{i}です。") for d in range(3) for i in range(3)} <= lines  # split by janome
+    assert not any(line.replace(" ", "").startswith(("検証の文その", "試験の文その")) for line in lines)
+    assert all(" ".join(f"検証の文{d}その0です。") in lines for d in range(3))  # other documents' sentences stay
