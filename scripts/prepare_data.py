@@ -323,9 +323,10 @@ def build_japanese_text(root: Path, opts: Options) -> Counts:
     segmenter = janome_segmenter()
     documents = [[morphemes(sentence, segmenter) for sentence in document] for document in documents]
     train, val = split_items(documents, [0.99, 0.01], opts.seed)
+    train = train[: cap(opts.limit, None)]  # --limit caps the manual pages' documents, never the NER sentences
     train.append([" ".join(token for token, _ in sentence) for sentence in parts["train"]])
     return {
-        "ja_text/train.txt": write_text(root / "ja_text/train.txt", bert_text(train[: cap(opts.limit, None)])),
+        "ja_text/train.txt": write_text(root / "ja_text/train.txt", bert_text(train)),
         "ja_text/val.txt": write_text(root / "ja_text/val.txt", bert_text(val)),
     }
 

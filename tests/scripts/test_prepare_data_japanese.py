@@ -95,9 +95,12 @@ def test_morphemes_are_separated_by_single_spaces() -> None:
     assert ja.morphemes("ls は 速い", CharSegmenter()) == "l s は 速 い"
 
 
-def test_japanese_text_holds_out_ner_val_and_test_sentences(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The corpus is split into morphemes, adds ner_ja's training sentences (their own morphemes) and never
-    holds a val or test sentence."""
+@pytest.mark.parametrize("limit", [None, 1])
+def test_japanese_text_holds_out_ner_val_and_test_sentences(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: int | None
+) -> None:
+    """The corpus is split into morphemes, adds ner_ja's training sentences (their own morphemes, also under
+    --limit, which caps the other documents) and never holds a val or test sentence."""
     names = {"train": "訓練", "val": "検証", "test": "試験"}
     tagged = {
         split: [[(f"{name}の文", "O"), (f"その{i}です", "O"), ("。", "O")] for i in range(3)]
@@ -109,11 +112,13 @@ def test_japanese_text_holds_out_ner_val_and_test_sentences(tmp_path: Path, monk
     monkeypatch.setattr(prepare_data, "JAPANESE_DOC_PACKAGES", ("docs-ja",))
     monkeypatch.setattr(prepare_data, "apt_package_files", lambda package: pages)
     monkeypatch.setattr(prepare_data, "janome_segmenter", CharSegmenter)
-    prepare_data.build_japanese_text(tmp_path / "out", prepare_data.Options(seed=0))
+    prepare_data.build_japanese_text(tmp_path / "out", prepare_data.Options(seed=0, limit=limit))
     train = (tmp_path / "out/ja_text/train.txt").read_text(encoding="utf-8").split("\n")
     val = (tmp_path / "out/ja_text/val.txt").read_text(encoding="utf-8").split("\n")
     lines = set(train + val) - {""}
     assert {f"訓練の文 その{i}です 。" for i in range(3)} <= lines  # ner_ja's own morphemes
-    assert {" ".join(f"訓練の文{d}その{i}です。") for d in range(3) for i in range(3)} <= lines  # split by janome
+    split_by_janome = {" ".join(f"訓練の文{d}その{i}です。") for d in range(3) for i in range(3)}
+    assert len(split_by_janome & lines) == (3 if limit else 9)
     assert not any(line.replace(" ", "").startswith(("検証の文その", "試験の文その")) for line in lines)
-    assert all(" ".join(f"検証の文{d}その0です。") in lines for d in range(3))  # other documents' sentences stay
+    other_documents = {" ".join(f"検証の文{d}その0です。") for d in range(3)}  # their held-out-looking sentences stay
+    assert len(other_documents & lines) == (1 if limit else 3)
