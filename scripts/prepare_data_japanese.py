@@ -11,6 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Protocol
 
+from prepare_data_formats import PARAGRAPH_BREAK
 from prepare_data_sources import pip_package_dir
 
 JAPANESE_DOC_PACKAGES = (  # Debian packages of Japanese manuals and guides (about 12 MB of sentences together)
@@ -100,7 +101,7 @@ def join_lines(paragraph: str) -> str:
 
 def japanese_sentences(text: str) -> Iterator[str]:
     """Sentences of `text` (paragraphs split at 。！？) of 8-200 characters, at least half of them Japanese."""
-    for paragraph in re.split(r"\n[ \t]*\n", text):
+    for paragraph in PARAGRAPH_BREAK.split(text):
         for sentence in SENTENCE_END.split(join_lines(paragraph)):
             sentence = sentence.strip()
             if not MIN_SENTENCE_CHARS <= len(sentence) <= MAX_SENTENCE_CHARS:
