@@ -183,6 +183,7 @@ OTHER_TASKS = [
     ("image_classification", row("--data.std", "[0.5]", "goes with mean")),
     ("image_classification", row("--data.crop_padding", "-1", "0 or more")),
     ("image_classification", row("--data.resized_crop_scale", "2", "from 0 to 1")),
+    ("image_classification", row("--data.erase_prob", "1.5", "from 0 to 1")),
     ("image_classification", row("--data.mixup_alpha", "-1", "0 or more")),
     ("image_classification", row("--data.channels", "2", "1, 3")),
     ("image_classification", row("--model.top_k", "0", "1 or more")),

@@ -52,6 +52,7 @@ class ImageClassificationData(LabelledData, TaskDataModule):
         resized_crop_scale: float = 0.0,
         mixup_alpha: float = 0.0,
         cutmix_alpha: float = 0.0,
+        erase_prob: float = 0.0,
         model_image_size: int | None = None,
         **kwargs: Any,
     ) -> None:
@@ -69,7 +70,7 @@ class ImageClassificationData(LabelledData, TaskDataModule):
         self.model_image_size = model_image_size
         self.given_mean, self.given_std = mean, std
         self.cache, self.cache_dir, self.skip_bad_images = cache, cache_dir, skip_bad_images
-        self.augmentation = Augmentation(crop_padding, hflip, resized_crop_scale, mixup_alpha, cutmix_alpha)
+        self.augmentation = Augmentation(crop_padding, hflip, resized_crop_scale, mixup_alpha, cutmix_alpha, erase_prob)
         self.vocabulary: LabelVocabulary | None = None
         self.normalization: Normalization | None = None
 

@@ -11,6 +11,7 @@ from tetraformer.data.image_augment import (
     cutmix,
     mixup,
     random_crop,
+    random_erase,
     random_hflip,
     random_resized_crop,
 )
@@ -43,10 +44,28 @@ def test_crop_flip_and_resized_crop_keep_shape_dtype_and_content(
 
 
 def test_augmentation_keeps_labels_without_mixing(batch: tuple[torch.Tensor, torch.Tensor]) -> None:
-    """Crop, flip and resized crop change pixels, never the class ids."""
+    """Crop, flip, resized crop and erasing change pixels, never the class ids."""
     pixels, labels = batch
-    out, targets = Augmentation(crop_padding=2, hflip=True, resized_crop_scale=0.5)(pixels, labels, 5)
+    augment = Augmentation(crop_padding=2, hflip=True, resized_crop_scale=0.5, erase_prob=0.5)
+    out, targets = augment(pixels, labels, 5)
     assert out.shape == pixels.shape and torch.equal(targets, labels)
+
+
+def test_random_erase_fills_one_box_in_the_chosen_share_of_images() -> None:
+    """Erased images differ from the source inside one axis-aligned box of 2-40% of the area and nowhere else;
+    prob 0 keeps every image and prob 1 erases every one."""
+    pixels = torch.zeros(64, 2, 20, 20, dtype=torch.uint8)  # noise is almost never 0 in a whole box
+    erased = random_erase(pixels, 1.0)
+    assert erased.shape == pixels.shape and erased.dtype == torch.uint8
+    for image in erased:
+        rows, cols = image.ne(0).any(0).nonzero().unbind(-1)
+        height, width = int(rows.max() - rows.min()) + 1, int(cols.max() - cols.min()) + 1
+        assert 0.02 * 400 - 2 <= height * width <= 0.4 * 400 + 4  # the box's size, rounded to whole pixels
+        box = image[:, int(rows.min()) : int(rows.max()) + 1, int(cols.min()) : int(cols.max()) + 1]
+        assert box.ne(0).float().mean() > 0.9  # noise fills the box, not a scatter of pixels
+    assert torch.equal(random_erase(pixels, 0.0), pixels)
+    share = random_erase(torch.zeros(4000, 1, 8, 8, dtype=torch.uint8), 0.25).flatten(1).ne(0).any(1).float().mean()
+    assert 0.2 < float(share) < 0.3  # binomial(4000, 0.25): 0.25 +- 0.007 (1 sd)
 
 
 @pytest.mark.parametrize("mix", [mixup, cutmix])

@@ -1,5 +1,5 @@
 """Training augmentation on whole batches of image tensors: random crop with padding, horizontal flip,
-RandomResizedCrop, and mixup / cutmix with soft targets. Validation, test and predict batches stay as read."""
+RandomResizedCrop, random erasing, and mixup / cutmix with soft targets. Validation, test and predict batches stay as read."""
 
 from __future__ import annotations
 
@@ -22,11 +22,12 @@ class Augmentation:
     resized_crop_scale: float = 0.0  # > 0: RandomResizedCrop of at least this share of the area (e.g. 0.35)
     mixup_alpha: float = 0.0  # > 0: mix pairs of images with Beta(alpha, alpha) weights
     cutmix_alpha: float = 0.0  # > 0: paste a box of another image, weight = its area; one of the two per batch
+    erase_prob: float = 0.0  # > 0: fill a random box (2-40% of the area) of this share of images with noise
 
     def __post_init__(self) -> None:
         """Reject sizes and strengths that cannot augment: an OptionError names the field."""
         at_least(self, 0, crop_padding=self.crop_padding, mixup_alpha=self.mixup_alpha, cutmix_alpha=self.cutmix_alpha)
-        within(self, 0, 1, resized_crop_scale=self.resized_crop_scale)
+        within(self, 0, 1, resized_crop_scale=self.resized_crop_scale, erase_prob=self.erase_prob)
 
     @property
     def mixes(self) -> bool:
@@ -44,6 +45,8 @@ class Augmentation:
             pixels = random_crop(pixels, self.crop_padding)
         if self.hflip:
             pixels = random_hflip(pixels)
+        if self.erase_prob > 0:
+            pixels = random_erase(pixels, self.erase_prob)
         if not self.mixes:
             return pixels, labels
         targets = F.one_hot(labels, num_classes).float()  # (B, K)
@@ -85,6 +88,31 @@ def random_resized_crop(pixels: Tensor, min_scale: float, ratio: tuple[float, fl
     grid = F.affine_grid(theta, list(pixels.shape), align_corners=False)  # (B, H, W, 2)
     out = F.grid_sample(pixels.float(), grid, mode="bilinear", padding_mode="border", align_corners=False)
     return out.round().clamp(0, 255).to(pixels.dtype)
+
+
+def random_erase(
+    pixels: Tensor,
+    prob: float,
+    scale: tuple[float, float] = (0.02, 0.4),
+    ratio: tuple[float, float] = (0.3, 3.3),
+) -> Tensor:
+    """Random erasing (Zhong et al., 2020): in a `prob` share of the (B, C, H, W) images, a box of `scale` of the
+    area and aspect (height / width) in `ratio` is filled with uniform noise, one value per pixel and channel."""
+    b, _, h, w = pixels.shape
+    area = torch.empty(b).uniform_(*scale) * h * w
+    aspect = torch.exp(torch.empty(b).uniform_(math.log(ratio[0]), math.log(ratio[1])))
+    bh = torch.sqrt(area * aspect).round().clamp(1, h).long()  # (B,) box height in pixels
+    bw = torch.sqrt(area / aspect).round().clamp(1, w).long()
+    y0 = (torch.rand(b) * (h - bh + 1)).long()  # top row, so the box stays inside the image
+    x0 = (torch.rand(b) * (w - bw + 1)).long()
+    erase = torch.rand(b) < prob  # (B,)
+    rows = torch.arange(h)[None, :]  # (1, H)
+    cols = torch.arange(w)[None, :]
+    in_rows = (rows >= y0[:, None]) & (rows < (y0 + bh)[:, None])  # (B, H)
+    in_cols = (cols >= x0[:, None]) & (cols < (x0 + bw)[:, None])  # (B, W)
+    box = (in_rows[:, :, None] & in_cols[:, None, :] & erase[:, None, None])[:, None]  # (B, 1, H, W)
+    noise = torch.randint(0, 256, pixels.shape, dtype=torch.int16).to(pixels.dtype)
+    return torch.where(box, noise, pixels)
 
 
 def mixup(pixels: Tensor, targets: Tensor, alpha: float) -> tuple[Tensor, Tensor]:

@@ -34,6 +34,7 @@ def test_mixing_sinusoidal_mean_pooling_and_given_statistics(
         crop_padding=2,
         hflip=True,
         resized_crop_scale=0.5,
+        erase_prob=0.25,
         mean=[0.5, 0.5, 0.5],
         std=[0.25, 0.25, 0.25],
     )
