@@ -1,5 +1,6 @@
 """Training augmentation on whole batches of image tensors: random crop with padding, horizontal flip,
-RandomResizedCrop, random erasing, and mixup / cutmix with soft targets. Validation, test and predict batches stay as read."""
+RandomResizedCrop, random erasing, and mixup / cutmix with soft targets. Validation, test and predict batches
+stay as read."""
 
 from __future__ import annotations
 
