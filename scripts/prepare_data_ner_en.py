@@ -213,6 +213,14 @@ def entity_strings(sentences: Iterable[Sentence]) -> set[tuple[str, str]]:
     return found
 
 
+def book_documents(text: str, sentences_per_document: int = 64) -> list[list[str]]:
+    """A book as masked-LM pretraining documents: its sentences tokenized as the NER splits are (words and
+    punctuation joined by single spaces), in runs of `sentences_per_document` consecutive sentences."""
+    sentences = [" ".join(words) for words in tokenize_sentences(text)]
+    step = sentences_per_document
+    return [sentences[i : i + step] for i in range(0, len(sentences), step)]
+
+
 def split_sentences(tagged: dict[str, list[Sentence]], seed: int) -> dict[str, list[Sentence]]:
     """Each split's books' sentences, a seeded sample of at most SPLIT_CAPS[split]."""
     rng, parts = random.Random(seed), {}

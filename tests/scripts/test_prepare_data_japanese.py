@@ -78,7 +78,7 @@ def test_documents_keep_each_sentence_once_and_leave_out_excluded_ones(tmp_path:
     documents = ja.japanese_documents(files, exclude)
     assert len(documents) == 2
     assert documents[1] == ["画像を開くには、ファイルメニューから開くを選択してください。"]
-    text = ja.bert_text(documents)
+    text = prepare_data.bert_text(documents)
     assert text.count("\n\n") == 1 and text.endswith("。\n")
 
 

