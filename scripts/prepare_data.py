@@ -311,6 +311,14 @@ def sentence_text(sentence: Sequence[tuple[str, str]]) -> str:
     return "".join(token for token, _ in sentence)
 
 
+def write_bert_splits(root: Path, folder: str, train: list[list[str]], val: list[list[str]]) -> Counts:
+    """Masked-LM documents (lists of sentences) -> FOLDER/{train,val}.txt in BERT's pretraining format."""
+    return {
+        f"{folder}/{split}.txt": write_text(root / folder / f"{split}.txt", bert_text(documents))
+        for split, documents in (("train", train), ("val", val))
+    }
+
+
 def build_ner_ja(root: Path, opts: Options) -> Counts:
     """Japanese gold NER (hironsancorpus, IOB2) -> ner_ja/{train,val,test}.conll (80/10/10).
 
@@ -338,10 +346,7 @@ def build_japanese_text(root: Path, opts: Options) -> Counts:
     train, val = split_items(documents, [0.99, 0.01], opts.seed)
     train = train[: cap(opts.limit, None)]  # --limit caps the manual pages' documents, never the NER sentences
     train.append([" ".join(token for token, _ in sentence) for sentence in parts["train"]])
-    return {
-        "ja_text/train.txt": write_text(root / "ja_text/train.txt", bert_text(train)),
-        "ja_text/val.txt": write_text(root / "ja_text/val.txt", bert_text(val)),
-    }
+    return write_bert_splits(root, "ja_text", train, val)
 
 
 def build_ner_en(root: Path, opts: Options) -> Counts:
@@ -377,11 +382,7 @@ def build_english_books(root: Path, opts: Options) -> Counts:
     documents = [document for path in books for document in book_documents(read_text_any(path))]
     log.info("en_books: %d books, %d documents (held out: %s)", len(books), len(documents), ", ".join(sorted(held_out)))
     train, val = split_items(documents, [0.99, 0.01], opts.seed)
-    train = train[: cap(opts.limit, None)]
-    return {
-        "en_books/train.txt": write_text(root / "en_books/train.txt", bert_text(train)),
-        "en_books/val.txt": write_text(root / "en_books/val.txt", bert_text(val)),
-    }
+    return write_bert_splits(root, "en_books", train[: cap(opts.limit, None)], val)
 
 
 # --------------------------------------------------------------------------- registry and runner

@@ -70,7 +70,14 @@ class ImageClassificationData(LabelledData, TaskDataModule):
         self.model_image_size = model_image_size
         self.given_mean, self.given_std = mean, std
         self.cache, self.cache_dir, self.skip_bad_images = cache, cache_dir, skip_bad_images
-        self.augmentation = Augmentation(crop_padding, hflip, resized_crop_scale, mixup_alpha, cutmix_alpha, erase_prob)
+        self.augmentation = Augmentation(
+            crop_padding=crop_padding,
+            hflip=hflip,
+            resized_crop_scale=resized_crop_scale,
+            mixup_alpha=mixup_alpha,
+            cutmix_alpha=cutmix_alpha,
+            erase_prob=erase_prob,
+        )
         self.vocabulary: LabelVocabulary | None = None
         self.normalization: Normalization | None = None
 
