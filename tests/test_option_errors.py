@@ -175,6 +175,7 @@ OTHER_TASKS = [
     ("token_classification", row("--data.max_length", "2", "3 or more")),
     ("token_classification", row("--data.stride", "-1", "less than max_length=48")),
     ("token_classification", row("--data.stride", "48", "less than max_length=48")),
+    ("token_classification", row("--data.context", "-1", "0 or more")),
     ("token_classification", row("--data.tag_scheme", "IOB9", "IOB2", "BIOES")),
     ("token_classification", row("--model.decode", "bogus", "argmax, constrained")),
     ("image_classification", row("--data.image_size", "0", "1 or more")),

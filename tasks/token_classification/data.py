@@ -11,7 +11,13 @@ from typing import Any, Literal
 import numpy as np
 from torch.utils.data import DataLoader
 
-from tasks.token_classification.windows import SentenceFields, SentenceWindows, WindowLabels, sentence_table
+from tasks.token_classification.windows import (
+    SentenceFields,
+    SentenceWindows,
+    WindowLabels,
+    neighbour_words,
+    sentence_table,
+)
 from tetraformer.data import DataError, LabelVocabulary
 from tetraformer.data.collate import IGNORE_INDEX, PaddingCollator
 from tetraformer.data.conll import SentenceFormat, TaggedSentence, WordSplit, join_words, read_sentences
@@ -38,7 +44,9 @@ class TokenClassificationData(LabelledData, TextDataModule):
     Tags are checked against `tag_scheme` and kept in its canonical form (IOB1 becomes IOB2). The tag
     vocabulary is every tag of the scheme for each entity type the training data has (or `labels`); a
     checkpoint's vocabulary wins when the CLI gives its spec (`use_spec`). Batches hold whole sentences
-    (`batch_size` sentences, all their windows). Each split's sentences (tags as read) and windows live in a row
+    (`batch_size` sentences, all their windows). With `context`, a sentence that fits one window also reads up to
+    that many subwords of the text before and after it in its file and document (CoNLL `-DOCSTART-` lines start
+    one), unlabelled: document context for tagging. Each split's sentences (tags as read) and windows live in a row
     store, built once and reused by later runs. The TextDataModule options (paths, text_field for raw text to
     predict, encoding, tokenizer_type, vocab_size, tokenizer, cache_dir, num_proc, batch_size, ...) pass through
     `**kwargs`.
@@ -57,18 +65,20 @@ class TokenClassificationData(LabelledData, TextDataModule):
         label_all_subwords: bool = False,
         max_length: int = 128,
         stride: int = 32,
+        context: int = 0,
         bucket: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         require(self, "max_length", max_length, max_length >= 3, "must be 3 or more ([CLS] word [SEP])")
         require(self, "stride", stride, 0 <= stride < max_length, f"must be 0 or more and less than {max_length=}")
+        require(self, "context", context, context >= 0, "must be 0 or more (subwords read on each side)")
         self.save_hyperparameters()
         canonical_scheme(tag_scheme)  # an unknown scheme fails here, naming the known ones
         self.format, self.tag_scheme, self.word_split = format, tag_scheme, word_split
         self.fields = {"tokens_field": tokens_field, "tags_field": tags_field, "text_field": self.text_field}
         self.fixed_labels, self.label_all_subwords = labels, label_all_subwords
-        self.max_length, self.stride, self.bucket = max_length, stride, bucket
+        self.max_length, self.stride, self.context, self.bucket = max_length, stride, context, bucket
         self.vocabulary: LabelVocabulary | None = None
         self.sentences: dict[str, StoreRows] = {}  # by split: its sentences' rows in the store's `sentences` table
 
@@ -101,6 +111,7 @@ class TokenClassificationData(LabelledData, TextDataModule):
             "tag_scheme": self.tag_scheme,
             "max_length": self.max_length,
             "stride": self.stride,
+            "context": self.context,
             "label_all_subwords": self.label_all_subwords,
             "labelled": split != "predict",
         }
@@ -111,8 +122,13 @@ class TokenClassificationData(LabelledData, TextDataModule):
 
         labelled = split != "predict"
         sentences = self.read(path, labelled)
-        numbered = Dataset.from_dict({"tokens": [s.tokens for s in sentences], "sentence": range(len(sentences))})
-        encode = SentenceWindows(self.tokenizer, self.max_length, self.stride, self.label_all_subwords, labelled)
+        columns = {"tokens": [s.tokens for s in sentences], "sentence": range(len(sentences))}
+        if self.context:  # words before and after each sentence; at least one subword each, so enough to cut from
+            columns["before"], columns["after"] = neighbour_words(sentences, self.context)
+        numbered = Dataset.from_dict(columns)
+        encode = SentenceWindows(
+            self.tokenizer, self.max_length, self.stride, self.label_all_subwords, labelled, self.context
+        )
         windows = tokenize_rows(numbered, encode, scratch, self.num_proc, f"tokenizing {split} sentences")
         return {SENTENCES: sentence_table(sentences, labelled), ROWS: windows}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,30 +36,63 @@ def sentence_table(sentences: list[TaggedSentence], labelled: bool) -> Dataset:
     return Dataset.from_dict(columns)
 
 
+def neighbour_words(sentences: Sequence[TaggedSentence], n: int) -> tuple[list[list[str]], list[list[str]]]:
+    """Up to `n` words before and after each sentence, from the sentences beside it in its file and document."""
+    return _nearest_words(sentences, n, backwards=False), _nearest_words(sentences, n, backwards=True)
+
+
+def _nearest_words(sentences: Sequence[TaggedSentence], n: int, backwards: bool) -> list[list[str]]:
+    """The `n` words nearest each sentence on one side (before it, or after it `backwards`), in reading order."""
+    out: list[list[str]] = [[] for _ in sentences]
+    seen: list[str] = []  # the words passed so far in this document, in the order walked, nearest last
+    document: tuple[str, int] | None = None
+    for i in reversed(range(len(sentences))) if backwards else range(len(sentences)):
+        sentence = sentences[i]
+        if (sentence.source, sentence.document) != document:
+            seen, document = [], (sentence.source, sentence.document)
+        out[i] = seen[::-1] if backwards else seen
+        seen = (seen + (sentence.tokens[::-1] if backwards else sentence.tokens))[-n:] if n else []
+    return out
+
+
 @dataclass(frozen=True)
 class SentenceWindows:
     """Tokenizes a batch of sentences (one tokenizer call) into windows: ids, the word each labelled id stands for
-    (`word_labels`), the word each id predicts (`word_index`) and the sentence's number."""
+    (`word_labels`), the word each id predicts (`word_index`) and the sentence's number. With `context`, up to that
+    many subwords of the neighbouring words (`before`, `after` columns) are read, unlabelled, on each side."""
 
     tokenizer: Any
     max_length: int
     stride: int
     label_all_subwords: bool
     labelled: bool
+    context: int = 0
 
     def __call__(self, batch: Batch) -> Batch:
         out: Batch = {"input_ids": [], "word_labels": [], "word_index": [], "sentence": []}
         pieces = batch_word_pieces(self.tokenizer, batch["tokens"])
-        for number, words, encoded in zip(batch["sentence"], batch["tokens"], pieces, strict=True):
+        contexts = self.contexts(batch) if self.context else [([], [])] * len(pieces)
+        for number, words, encoded, context in zip(batch["sentence"], batch["tokens"], pieces, contexts, strict=True):
             labels = list(range(len(words))) if self.labelled else None
             for window in sentence_windows(
-                self.tokenizer, words, labels, self.max_length, self.stride, self.label_all_subwords, encoded
+                self.tokenizer, words, labels, self.max_length, self.stride, self.label_all_subwords, encoded, context
             ):
                 out["input_ids"].append(window.input_ids)
                 out["word_labels"].append(window.labels)
                 out["word_index"].append(window.word_index)
                 out["sentence"].append(number)
         return out
+
+    def contexts(self, batch: Batch) -> list[tuple[list[int], list[int]]]:
+        """Each sentence's neighbouring subword ids: the last `context` before it, the first `context` after it."""
+        before = [_flat(p) for p, _, _ in batch_word_pieces(self.tokenizer, batch["before"])]
+        after = [_flat(p) for p, _, _ in batch_word_pieces(self.tokenizer, batch["after"])]
+        return [(b[max(len(b) - self.context, 0) :], a[: self.context]) for b, a in zip(before, after, strict=True)]
+
+
+def _flat(pieces: list[list[int]]) -> list[int]:
+    """Words' subword ids as one list."""
+    return [piece for word in pieces for piece in word]
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ def test_conll_docstart_columns_tabs_spaces_crlf_trailing_blanks(write: Write) -
     assert [s.tags for s in sentences] == [["B-ORG", "O"], ["B-PER", "I-PER"], ["B-LOC"]]
     assert [s.line for s in sentences] == [3, 6, 12]
     assert sentences[1].line_of(1) == 7
+    assert [s.document for s in sentences] == [1, 1, 2]  # each -DOCSTART- line starts a document
 
 
 def test_tab_separated_tokens_may_hold_spaces(write: Write) -> None:

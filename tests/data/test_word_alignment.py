@@ -12,6 +12,7 @@ from tetraformer.data import train_tokenizer
 from tetraformer.data.collate import IGNORE_INDEX, PaddingCollator
 from tetraformer.data.word_alignment import (
     SentenceBatches,
+    fit_context,
     gather_words,
     owners,
     sentence_windows,
@@ -117,3 +118,38 @@ def test_word_without_subwords_gets_unknown(tmp_path: Path) -> None:
     char = train_tokenizer([tmp_path / "t.txt"], "wordpiece", 30, tmp_path / "tok")
     [window] = sentence_windows(char, ["abc", "\u200b", "abd"], [0, 1, 2], 32, 4)
     assert [w for w in window.word_index if w != IGNORE_INDEX] == [0, 1, 2]
+
+
+@pytest.mark.parametrize(("n_before", "n_after", "room"), [(10, 10, 6), (2, 10, 6), (10, 1, 7), (3, 2, 9), (4, 4, 0)])
+def test_context_fills_the_room_half_each_side_and_lends_what_one_side_leaves(
+    n_before: int, n_after: int, room: int
+) -> None:
+    """The nearest ids of each side: as much as fits, half the room each, a short side's rest to the other."""
+    before, after = list(range(100, 100 + n_before)), list(range(200, 200 + n_after))
+    kept_before, kept_after = fit_context(before, after, room)
+    assert len(kept_before) + len(kept_after) == min(room, n_before + n_after)
+    assert kept_before == before[len(before) - len(kept_before) :] and kept_after == after[: len(kept_after)]
+    assert min(len(kept_before), len(kept_after)) >= min(room // 2, n_before, n_after)
+
+
+def test_context_is_read_around_a_sentence_unlabelled(tokenizer) -> None:
+    """A sentence that fits one window is read between its neighbours' ids; its own ids, labels and predictions are
+    those it has alone; the window keeps to max_length; a sentence that needs several windows reads no context."""
+    words, before, after = sentence(6, 7), list(range(20, 50)), list(range(60, 90))
+    [alone] = sentence_windows(tokenizer, words, list(range(6)), 32, 4)
+    [window] = sentence_windows(tokenizer, words, list(range(6)), 32, 4, context=(before, after))
+    assert len(window.input_ids) == 32
+    inner = alone.input_ids[1:-1]
+    at = next(i for i in range(len(window.input_ids)) if window.input_ids[i : i + len(inner)] == inner)
+    n_before, n_after = at - 1, 32 - 2 - len(inner) - (at - 1)
+    assert window.input_ids[1:at] == before[-n_before:] and window.input_ids[at + len(inner) : -1] == after[:n_after]
+    assert abs(n_before - n_after) <= 1
+    assert window.input_ids[0] == alone.input_ids[0] and window.input_ids[-1] == alone.input_ids[-1]
+    for field in ("word_index", "labels"):
+        got = getattr(window, field)
+        assert got[at : at + len(inner)] == getattr(alone, field)[1:-1]
+        assert set(got[:at] + got[at + len(inner) :]) == {IGNORE_INDEX}
+    long = sentence(40, 40)
+    assert sentence_windows(tokenizer, long, None, 16, 4, context=(before, after)) == sentence_windows(
+        tokenizer, long, None, 16, 4
+    )

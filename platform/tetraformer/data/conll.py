@@ -39,6 +39,7 @@ class TaggedSentence:
     line: int
     fields: dict[str, Any] = field(default_factory=dict)  # the input's own fields, kept by predict
     per_line: bool = False  # one word per line from `line` on (CoNLL), else all on `line` (JSONL, text)
+    document: int = 0  # the document within its file: CoNLL counts `-DOCSTART-` lines, other formats have one
 
     @property
     def where(self) -> tuple[str, int]:
@@ -113,15 +114,16 @@ def read_conll(
     """
     tokens: list[str] = []
     tags: list[str | None] = []
-    start = 0
+    start = document = 0
     for number, raw in iter_lines(path, encoding):
         line = raw.rstrip("\r\n")
         columns = [c.strip() for c in line.split("\t")] if "\t" in line else line.split()
         columns = [c for c in columns if c]
         if not columns or columns[0] == DOCSTART:
             if tokens:
-                yield _conll_sentence(tokens, tags, path, start)
+                yield _conll_sentence(tokens, tags, path, start, document)
             tokens, tags = [], []
+            document += bool(columns)
             continue
         if len(columns) == 1 and labelled:
             raise DataError(
@@ -138,7 +140,7 @@ def read_conll(
         tokens.append(columns[0])
         tags.append(tag)
     if tokens:
-        yield _conll_sentence(tokens, tags, path, start)
+        yield _conll_sentence(tokens, tags, path, start, document)
 
 
 def _sentence_line_error(line: str, last: str, path: str | Path, number: int) -> DataError:
@@ -152,10 +154,12 @@ def _sentence_line_error(line: str, last: str, path: str | Path, number: int) ->
     )
 
 
-def _conll_sentence(tokens: list[str], tags: list[str | None], path: str | Path, line: int) -> TaggedSentence:
+def _conll_sentence(
+    tokens: list[str], tags: list[str | None], path: str | Path, line: int, document: int
+) -> TaggedSentence:
     """A CoNLL sentence; its tags only when every token has one."""
     known = None if any(t is None for t in tags) else [str(t) for t in tags]
-    return TaggedSentence(tokens, known, str(path), line, {"tokens": tokens}, per_line=True)
+    return TaggedSentence(tokens, known, str(path), line, {"tokens": tokens}, per_line=True, document=document)
 
 
 def read_jsonl(

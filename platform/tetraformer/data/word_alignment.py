@@ -100,6 +100,15 @@ def owners(lengths: list[int], spans: list[tuple[int, int]]) -> list[int]:
     return [span for _, span in best]
 
 
+def fit_context(before: list[int], after: list[int], room: int) -> tuple[list[int], list[int]]:
+    """The end of `before` and the start of `after` that fit `room` ids: half the room each, a side's unused share
+    to the other."""
+    room = max(room, 0)
+    n_after = min(len(after), max(room // 2, room - len(before)))
+    n_before = min(len(before), room - n_after)
+    return before[len(before) - n_before :], after[:n_after]
+
+
 def sentence_windows(
     tokenizer: Any,
     words: list[str],
@@ -108,13 +117,18 @@ def sentence_windows(
     stride: int,
     label_all_subwords: bool = False,
     encoded: Pieces | None = None,
+    context: tuple[list[int], list[int]] = ([], []),
 ) -> list[Window]:
     """The windows that cover one sentence, each word predicted in exactly one of them (`encoded`: the sentence's
-    `word_pieces`, when a batch call encoded them already)."""
+    `word_pieces`, when a batch call encoded them already). `context`: subword ids of the text before and after
+    the sentence, read unlabelled around a sentence that fits one window, as much as its room holds."""
     pieces, prefix, suffix = encoded or word_pieces(tokenizer, words)
     budget = max_length - len(prefix) - len(suffix)
     lengths = [len(p) for p in pieces]
     spans = window_spans(lengths, budget, stride)
+    if len(spans) == 1 and (context[0] or context[1]):
+        before, after = fit_context(*context, budget - sum(lengths))
+        prefix, suffix = [*prefix, *before], [*after, *suffix]
     owner = owners(lengths, spans)
     if any(n > budget for n in lengths):
         log.warning(

@@ -11,10 +11,12 @@ import pytest
 
 from tasks.token_classification import data as data_module
 from tasks.token_classification.data import TokenClassificationData
+from tasks.token_classification.windows import neighbour_words
 from tests.tasks.stored_rows import all_batches, assert_same_batches, refuse, stamps, store_names
 from tests.tasks.token_classification.conftest import tagged_sentences, write_conll
 from tetraformer.data import DataError, LabelVocabulary, load_tokenizer, train_tokenizer
 from tetraformer.data.collate import IGNORE_INDEX
+from tetraformer.data.conll import TaggedSentence
 from tetraformer.data.spec import DataSpec
 from tetraformer.data.word_alignment import sentence_windows
 
@@ -106,3 +108,48 @@ def test_a_checkpoints_vocabulary_wins_and_an_unknown_tag_names_its_line(
     first_loc = lines.index("B-LOC") + 1
     with pytest.raises(DataError, match=rf"test\.conll:{first_loc}: unknown label 'B-LOC'"):
         narrow.setup("test")
+
+
+def test_neighbour_words_stay_in_their_file_and_document() -> None:
+    """Each sentence's nearest words before and after, up to n, never across a file or a -DOCSTART- document."""
+    made = [(["a", "b"], "x", 0), (["c", "d", "e"], "x", 0), (["f"], "x", 0), (["g"], "x", 1), (["h", "i"], "y", 0)]
+    sentences = [TaggedSentence(words, None, source, 1, document=doc) for words, source, doc in made]
+    before, after = neighbour_words(sentences, 3)
+    assert before == [[], ["a", "b"], ["c", "d", "e"], [], []]
+    assert after == [["c", "d", "e"], ["f"], [], [], []]
+    assert neighbour_words(sentences, 0) == ([[]] * 5, [[]] * 5)
+
+
+def test_context_windows_read_the_neighbours_and_keep_each_sentences_labels(
+    files: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With `context`, a one-window sentence is read between the end of the one before and the start of the one
+    after (same file); its own ids and labels are those it has alone; changing `context` rebuilds the store."""
+    plain = datamodule(files, tmp_path / "cache", max_length=40)
+    plain.setup("fit")
+    plain.setup("test")
+    with caplog.at_level(logging.INFO):
+        wide = datamodule(files, tmp_path / "cache", max_length=40, context=6)
+        wide.setup("fit")
+        wide.setup("test")
+    assert "context changed since" in caplog.text
+    tokenizer = load_tokenizer(files["tokenizer"])
+    words = [[w for w, _ in s] for s in tagged_sentences(8, 1, (6, 20))]
+    rows, alone = list(wide.datasets["test"]), list(plain.datasets["test"])
+    assert len(rows) == len(alone) == len(words)  # every sentence fits one window of 40
+    for number, (row, own) in enumerate(zip(rows, alone, strict=True)):
+        inner = own["input_ids"][1:-1]
+        at = next(i for i in range(len(row["input_ids"])) if row["input_ids"][i : i + len(inner)] == inner)
+        assert row["labels"][at : at + len(inner)] == own["labels"][1:-1]
+        assert row["word_index"][at : at + len(inner)] == own["word_index"][1:-1]
+        read_before, read_after = row["input_ids"][1:at], row["input_ids"][at + len(inner) : -1]
+        if number:
+            previous = tokenizer(words[number - 1], is_split_into_words=True, add_special_tokens=False)["input_ids"]
+            assert 0 < len(read_before) <= 6 and previous[len(previous) - len(read_before) :] == read_before
+        else:
+            assert read_before == []
+        if number + 1 < len(words):
+            following = tokenizer(words[number + 1], is_split_into_words=True, add_special_tokens=False)["input_ids"]
+            assert 0 < len(read_after) <= 6 and following[: len(read_after)] == read_after
+        else:
+            assert read_after == []
