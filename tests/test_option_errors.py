@@ -176,6 +176,8 @@ OTHER_TASKS = [
     ("token_classification", row("--data.stride", "-1", "less than max_length=48")),
     ("token_classification", row("--data.stride", "48", "less than max_length=48")),
     ("token_classification", row("--data.context", "-1", "0 or more")),
+    ("token_classification", row("--data.mention_copies", "-1", "0 or more")),
+    ("token_classification", row("--data.mention_replace_prob", "0", "in (0, 1]")),
     ("token_classification", row("--data.tag_scheme", "IOB9", "IOB2", "BIOES")),
     ("token_classification", row("--model.decode", "bogus", "argmax, constrained")),
     ("image_classification", row("--data.image_size", "0", "1 or more")),

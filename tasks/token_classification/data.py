@@ -11,6 +11,7 @@ from typing import Any, Literal
 import numpy as np
 from torch.utils.data import DataLoader
 
+from tasks.token_classification.mentions import replaced_copies
 from tasks.token_classification.windows import (
     SentenceFields,
     SentenceWindows,
@@ -46,7 +47,9 @@ class TokenClassificationData(LabelledData, TextDataModule):
     checkpoint's vocabulary wins when the CLI gives its spec (`use_spec`). Batches hold whole sentences
     (`batch_size` sentences, all their windows). With `context`, a sentence that fits one window also reads up to
     that many subwords of the text before and after it in its file and document (CoNLL `-DOCSTART-` lines start
-    one), unlabelled: document context for tagging. Each split's sentences (tags as read) and windows live in a row
+    one), unlabelled: document context for tagging. With `mention_copies` K, the training split also holds K copies
+    of its sentences in which each entity is swapped, with `mention_replace_prob`, for a random training entity of
+    its type (mention replacement). Each split's sentences (tags as read) and windows live in a row
     store, built once and reused by later runs. The TextDataModule options (paths, text_field for raw text to
     predict, encoding, tokenizer_type, vocab_size, tokenizer, cache_dir, num_proc, batch_size, ...) pass through
     `**kwargs`.
@@ -66,6 +69,8 @@ class TokenClassificationData(LabelledData, TextDataModule):
         max_length: int = 128,
         stride: int = 32,
         context: int = 0,
+        mention_copies: int = 0,
+        mention_replace_prob: float = 0.5,
         bucket: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -73,12 +78,22 @@ class TokenClassificationData(LabelledData, TextDataModule):
         require(self, "max_length", max_length, max_length >= 3, "must be 3 or more ([CLS] word [SEP])")
         require(self, "stride", stride, 0 <= stride < max_length, f"must be 0 or more and less than {max_length=}")
         require(self, "context", context, context >= 0, "must be 0 or more (subwords read on each side)")
+        require(self, "mention_copies", mention_copies, mention_copies >= 0, "must be 0 or more")
+        require(
+            self,
+            "mention_copies",
+            mention_copies,
+            not mention_copies or bool(self.val_path),
+            "needs --data.val_path (a validation share held out of the training file would have copies in training)",
+        )
+        require(self, "mention_replace_prob", mention_replace_prob, 0 < mention_replace_prob <= 1, "must be in (0, 1]")
         self.save_hyperparameters()
         canonical_scheme(tag_scheme)  # an unknown scheme fails here, naming the known ones
         self.format, self.tag_scheme, self.word_split = format, tag_scheme, word_split
         self.fields = {"tokens_field": tokens_field, "tags_field": tags_field, "text_field": self.text_field}
         self.fixed_labels, self.label_all_subwords = labels, label_all_subwords
         self.max_length, self.stride, self.context, self.bucket = max_length, stride, context, bucket
+        self.mention_copies, self.mention_replace_prob = mention_copies, mention_replace_prob
         self.vocabulary: LabelVocabulary | None = None
         self.sentences: dict[str, StoreRows] = {}  # by split: its sentences' rows in the store's `sentences` table
 
@@ -114,6 +129,17 @@ class TokenClassificationData(LabelledData, TextDataModule):
             "context": self.context,
             "label_all_subwords": self.label_all_subwords,
             "labelled": split != "predict",
+            **(self.copy_options() if split == "train" else {}),
+        }
+
+    def copy_options(self) -> dict[str, Any]:
+        """What makes the training split's mention-replaced copies (none without `mention_copies`)."""
+        if not self.mention_copies:
+            return {}
+        return {
+            "mention_copies": self.mention_copies,
+            "mention_replace_prob": self.mention_replace_prob,
+            "seed": self.seed,
         }
 
     def build_rows(self, split: str, path: str, scratch: Path) -> Tables:
@@ -122,6 +148,10 @@ class TokenClassificationData(LabelledData, TextDataModule):
 
         labelled = split != "predict"
         sentences = self.read(path, labelled)
+        if split == "train" and self.mention_copies:
+            copies = replaced_copies(sentences, self.scheme, self.mention_copies, self.mention_replace_prob, self.seed)
+            log.info("training on %d sentences and %d mention-replaced copies", len(sentences), len(copies))
+            sentences += copies
         columns = {"tokens": [s.tokens for s in sentences], "sentence": range(len(sentences))}
         if self.context:  # words before and after each sentence; at least one subword each, so enough to cut from
             columns["before"], columns["after"] = neighbour_words(sentences, self.context)
