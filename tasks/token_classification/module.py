@@ -40,6 +40,9 @@ class TokenClassification(LabelledTask, TaskModule):
     The loss covers the labelled subwords; metrics see one prediction per word, reassembled from a sentence's
     windows: token accuracy and seqeval's entity precision/recall/F1 (`strict_scheme` for its strict mode).
     `decode constrained` runs Viterbi over the scheme's allowed transitions, so no I-X follows O in IOB2.
+    With `crf`, a linear-chain CRF learns tag-to-tag scores over the words' logits (its loss is the sentences'
+    negative log-likelihood per word, first subwords only) and Viterbi decodes with them (and the scheme's
+    constraints, when `decode constrained`).
     Test writes the per-type entity report; no per-tag confusion report is made (label_names stays None):
     B-/I- tag counts mislead where entities are what is scored. The tag vocabulary and scheme travel in the
     checkpoint. The TaskModule options (arch, optim, init_from, label_smoothing) pass through `**kwargs`.
@@ -53,13 +56,14 @@ class TokenClassification(LabelledTask, TaskModule):
         backbone: BackboneKind = "encoder",
         decode: Decoding = "argmax",
         strict_scheme: bool = False,
+        crf: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.save_hyperparameters()
         if decode not in ("argmax", "constrained"):
             raise ConfigError(f"--model.decode {decode!r}; expected argmax or constrained")
-        self.backbone_kind, self.decode, self.strict_scheme = backbone, decode, strict_scheme
+        self.backbone_kind, self.decode, self.strict_scheme, self.crf = backbone, decode, strict_scheme, crf
         self.transitions: tuple[Tensor, Tensor, Tensor] | None = None  # (start, trans, end) for Viterbi
 
     # --- network -------------------------------------------------------------------------------------
@@ -104,8 +108,8 @@ class TokenClassification(LabelledTask, TaskModule):
         return self.arch.replace(vocab_size=spec.vocab_size, max_len=max_len, type_vocab_size=types)
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
-        """A TokenClassifier with one output per tag."""
-        return build_token_classifier(cfg, self.backbone_kind, len(self.vocabulary))
+        """A TokenClassifier with one output per tag (a CRFTokenClassifier with `crf`)."""
+        return build_token_classifier(cfg, self.backbone_kind, len(self.vocabulary), self.crf)
 
     # --- steps ---------------------------------------------------------------------------------------
     def forward_batch(self, batch: dict[str, Tensor]) -> Tensor:
@@ -114,34 +118,50 @@ class TokenClassification(LabelledTask, TaskModule):
         return self.net(batch["input_ids"], attention_mask=batch["attention_mask"], **extra)
 
     def word_scores(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """(logits (B, T, L) of the windows, word-level log-probabilities (S, W, L) of the batch's sentences)."""
+        """(logits (B, T, L) of the windows, word-level scores (S, W, L) of the batch's sentences: log-probabilities,
+        or a CRF's emissions, the logits themselves)."""
         logits = self.forward_batch(batch).float()  # (B, T, L)
-        scores = gather_words(logits.detach().log_softmax(-1), batch["word_index"], batch["sentence"], fill=0.0)
-        return logits, scores
+        words = logits.detach() if self.crf else logits.detach().log_softmax(-1)
+        return logits, gather_words(words, batch["word_index"], batch["sentence"], fill=0.0)
 
     def decode_words(self, scores: Tensor, mask: Tensor) -> Tensor:
-        """(S, W, L) word log-probabilities, (S, W) word mask -> (S, W) tag ids, -100 off the mask."""
-        if self.decode == "argmax":
+        """(S, W, L) word scores, (S, W) word mask -> (S, W) tag ids, -100 off the mask."""
+        if self.decode == "argmax" and not self.crf:
             return scores.argmax(-1).masked_fill(~mask, IGNORE_INDEX)  # (S, W)
-        if self.transitions is None or self.transitions[0].device != scores.device:
-            self.transitions = tuple(
-                t.to(scores.device) for t in allowed_transitions(self.vocabulary.names, self.scheme)
-            )
-        start, trans, end = self.transitions
+        allowed = None
+        if self.decode == "constrained":
+            if self.transitions is None or self.transitions[0].device != scores.device:
+                self.transitions = tuple(
+                    t.to(scores.device) for t in allowed_transitions(self.vocabulary.names, self.scheme)
+                )
+            allowed = self.transitions
+        start, trans, end = self.net.crf.decode_scores(allowed) if self.crf else allowed
         return constrained_decode(scores, mask, trans, start, end)
 
+    def sequence_loss(self, logits: Tensor, batch: dict[str, Tensor]) -> Tensor:
+        """The sentences' CRF negative log-likelihood per labelled word (logits (B, T, L) of the windows)."""
+        emissions = gather_words(logits, batch["word_index"], batch["sentence"], fill=0.0)  # (S, W, L)
+        targets = gather_words(batch["labels"], batch["word_index"], batch["sentence"])  # (S, W)
+        mask = targets != IGNORE_INDEX  # (S, W)
+        nll = self.net.crf.negative_log_likelihood(emissions, targets, mask)  # (S,)
+        return nll.sum() / mask.sum().clamp(min=1)
+
+    def loss(self, logits: Tensor, batch: dict[str, Tensor]) -> Tensor:
+        """Cross-entropy over labelled subwords, or with `crf` the CRF's loss over words."""
+        return self.sequence_loss(logits, batch) if self.crf else self.cross_entropy(logits, batch["labels"])
+
     def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
-        """Cross-entropy over labelled subwords; outside training, word-level predictions feed the metrics.
+        """The loss; outside training, word-level predictions feed the metrics.
 
         Training steps decode nothing: a per-step entity F1 of one batch says little and costs a Viterbi pass
         and a seqeval call per step.
         """
         if stage == "train":
-            return {"loss": self.cross_entropy(self.forward_batch(batch).float(), batch["labels"])}
+            return {"loss": self.loss(self.forward_batch(batch).float(), batch)}
         logits, scores = self.word_scores(batch)
-        loss = self.cross_entropy(logits, batch["labels"])
         targets = gather_words(batch["labels"], batch["word_index"], batch["sentence"])  # (S, W)
-        return {"loss": loss, "preds": self.decode_words(scores, targets != IGNORE_INDEX), "targets": targets}
+        preds = self.decode_words(scores, targets != IGNORE_INDEX)
+        return {"loss": self.loss(logits, batch), "preds": preds, "targets": targets}
 
     def make_metrics(self) -> dict[str, Metric]:
         """Token (word) accuracy, and entity precision, recall and F1 (seqeval, micro over entities)."""

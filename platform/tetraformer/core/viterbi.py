@@ -14,15 +14,13 @@ def constrained_decode(scores: Tensor, mask: Tensor, trans: Tensor, start: Tenso
     scores (B, W, L): per-position label scores (log-probs or logits; a sequence scores their sum).
     mask (B, W) bool: the positions to decode; each row's True positions, in order, are one sequence, so
     the mask may be a prefix or have holes (a hole is skipped: the labels on both sides of it must connect).
-    trans (L, L) bool [from, to], start (L,) bool, end (L,) bool: the allowed transitions, first and last labels.
+    trans (L, L) bool [from, to], start (L,) bool, end (L,) bool: the allowed transitions, first and last labels;
+    or float scores of them (a CRF's, -inf where not allowed), added to the sequence's score.
     A row with no allowed sequence at all gets arbitrary labels; a row with no True position gets none.
     """
     b, w, n = scores.shape
     scores = scores.float()
-    blocked = torch.tensor(float("-inf"), device=scores.device)
-    trans_score = torch.where(trans.to(scores.device), 0.0, blocked)  # (L, L)
-    start_score = torch.where(start.to(scores.device), 0.0, blocked)  # (L,)
-    end_score = torch.where(end.to(scores.device), 0.0, blocked)  # (L,)
+    trans_score, start_score, end_score = (_as_scores(t, scores.device) for t in (trans, start, end))
     mask = mask.bool()
     stay = torch.arange(n, device=scores.device).expand(b, n)  # (B, L): the backpointer of a skipped position
     alpha = torch.zeros(b, n, device=scores.device)  # (B, L) best score of a sequence ending in each label
@@ -41,3 +39,10 @@ def constrained_decode(scores: Tensor, mask: Tensor, trans: Tensor, start: Tenso
         labels[:, t] = last
         last = pointers[t].gather(1, last.unsqueeze(1)).squeeze(1)  # (B,)
     return labels.masked_fill(~mask, IGNORE_INDEX)
+
+
+def _as_scores(allowed: Tensor, device: torch.device) -> Tensor:
+    """Float scores of transitions as given, or 0 where a bool tensor allows one and -inf where it does not."""
+    if allowed.dtype != torch.bool:
+        return allowed.to(device).float()
+    return torch.where(allowed.to(device), 0.0, torch.tensor(float("-inf"), device=device))
