@@ -68,6 +68,11 @@ class TokenClassification(LabelledTask, TaskModule):
 
     # --- network -------------------------------------------------------------------------------------
     @property
+    def fresh_parts(self) -> tuple[str, ...]:
+        """The tagging head, and the CRF's scores with `crf`: what trains in full under LoRA."""
+        return ("head", "crf") if self.crf else ("head",)
+
+    @property
     def scheme(self) -> str | None:
         """The tag scheme of the data's (the checkpoint's) tags."""
         return self.spec.extras.get("scheme") if self.spec is not None else None

@@ -1,19 +1,24 @@
 """The tag CRF: its partition function and sequence scores match enumerating every tag sequence, skipped positions
-included; Viterbi over its scores finds the best sequence; a CRF tagger refuses Hugging Face export."""
+included; Viterbi over its scores finds the best sequence; a CRF tagger refuses Hugging Face export and trains its
+CRF in full under LoRA."""
 
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from tasks.token_classification.crf import TagTransitions
 from tasks.token_classification.model import build_token_classifier
+from tasks.token_classification.module import TokenClassification
 from tetraformer.core import TransformerConfig
+from tetraformer.core.lora import LoRAConfig
 from tetraformer.core.viterbi import constrained_decode
 from tetraformer.interop.convert import export_network
 from tetraformer.interop.errors import InteropError
+from tetraformer.training.base.lora_runs import LoRARun
 
 MASKS = [[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 1, 1], [0, 1, 1, 0]]  # a prefix, holes, a late start
 
@@ -95,3 +100,16 @@ def test_a_crf_tagger_does_not_export_to_hugging_face(tmp_path) -> None:
     cfg = TransformerConfig(vocab_size=50, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=16, type_vocab_size=2)
     with pytest.raises(InteropError, match="CRFTokenClassifier"):
         export_network(build_token_classifier(cfg, "encoder", 5, crf=True), None, tmp_path / "out")
+
+
+def test_under_lora_the_crf_trains_in_full_with_the_head() -> None:
+    """LoRA freezes the encoder's weights; the tagging head and the CRF's scores, new to the base, train."""
+    cfg = TransformerConfig(vocab_size=50, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=16, type_vocab_size=2)
+    net = build_token_classifier(cfg, "encoder", 5, crf=True)
+    parts = TokenClassification(crf=True).fresh_parts
+    assert parts == ("head", "crf") and TokenClassification().fresh_parts == ("head",)
+    module = SimpleNamespace(init_from="base.ckpt", lora_trains_head=True, fresh_parts=parts)
+    LoRARun(LoRAConfig(rank=2)).adapt(module, net)
+    trainable = {name.split(".")[0] for name, p in net.named_parameters() if p.requires_grad}
+    assert {"head", "crf"} <= trainable
+    assert not any(p.requires_grad for name, p in net.backbone.named_parameters() if "lora_" not in name)

@@ -33,9 +33,10 @@ class LoRARun:
                 "--model.init_from, which is not set: set it, or use --model.lora.save merged"
             )
         names = apply_lora(net, self.cfg)
-        head = getattr(net, "head", None)
-        if module.lora_trains_head and isinstance(head, nn.Module) and "head" not in self.cfg.targets:
-            head.requires_grad_(True)  # a classifier the base never had: nothing to adapt
+        for name in module.fresh_parts if module.lora_trains_head else ():
+            part = getattr(net, name, None)
+            if isinstance(part, nn.Module) and name not in self.cfg.targets:
+                part.requires_grad_(True)  # a classifier the base never had: nothing to adapt
         trainable, total = parameter_counts(net)
         log.info(
             "LoRA rank %d (alpha %g) on %d layers (%s): %s trainable of %s parameters (%.2f%%)",

@@ -66,6 +66,11 @@ class TaskModule(L.LightningModule):
     needs_spec = True  # False: the network is built from `arch` alone when no DataSpec is handed over
     lora_trains_head = False  # True: with LoRA, the task head (new to a pretrained base) trains in full
 
+    @property
+    def fresh_parts(self) -> tuple[str, ...]:
+        """The network's parts new to a pretrained base (trained in full under LoRA when `lora_trains_head`)."""
+        return ("head",)
+
     def __init__(
         self,
         arch: TransformerConfig | None = None,
