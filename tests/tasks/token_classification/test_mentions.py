@@ -43,7 +43,7 @@ def test_copies_swap_entities_for_same_type_ones_and_keep_the_rest(scheme: str) 
                 + t[1:]
                 for i, t in enumerate(s.tags)
             ]
-    pool = mention_pool(originals, scheme)
+    pool = mention_pool(originals, [entity_spans(s.tags, scheme) for s in originals])
     known = {kind: {tuple(words) for words, _ in found} for kind, found in pool.items()}
     copies = replaced_copies(originals, scheme, 2, 0.5, seed=7)
     assert len(copies) == 2 * len(originals) and {c.document for c in copies} == {-1, -2}

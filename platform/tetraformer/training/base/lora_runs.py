@@ -36,7 +36,7 @@ class LoRARun:
         for name in module.fresh_parts if module.lora_trains_head else ():
             part = getattr(net, name, None)
             if isinstance(part, nn.Module) and name not in self.cfg.targets:
-                part.requires_grad_(True)  # a classifier the base never had: nothing to adapt
+                part.requires_grad_(True)  # a part the base never had (a classifier): nothing to adapt
         trainable, total = parameter_counts(net)
         log.info(
             "LoRA rank %d (alpha %g) on %d layers (%s): %s trainable of %s parameters (%.2f%%)",
