@@ -154,9 +154,14 @@ def fit_tagger(train: Sequence[Tagged], model: str = "crf", epochs: int = 5) -> 
     return tagger
 
 
+def predict_tags(tagger: object, words: Sequence[Sequence[str]]) -> list[list[str]]:
+    """A fitted tagger's tags for each sentence's words."""
+    return [list(tags) for tags in tagger.predict([sentence_features(w) for w in words])]
+
+
 def score(tagger: object, test: Sequence[Tagged]) -> tuple[list[list[str]], list[list]]:
     """A fitted tagger's predicted tags on `test` and the entity report rows."""
-    predicted = tagger.predict([sentence_features(w) for w, _ in test])
+    predicted = predict_tags(tagger, [w for w, _ in test])
     return predicted, entity_scores([t for _, t in test], predicted)
 
 

@@ -331,22 +331,40 @@ def build_ner_ja(root: Path, opts: Options) -> Counts:
     return counts
 
 
-def build_japanese_text(root: Path, opts: Options) -> Counts:
-    """Japanese sentences from Debian's Japanese manuals and guides, split into morphemes by janome (the IPA
-    dictionary, as ner_ja's corpus is split), plus ner_ja's training sentences as one more document ->
-    ja_text/{train,val}.txt (one sentence per line, morphemes separated by spaces, a blank line between
-    documents; 1% of the documents held out). No sentence of ner_ja's val or test split is kept."""
-    parts = ner_ja_parts(opts.seed)
-    held_out = {sentence_text(sentence) for split in ("val", "test") for sentence in parts[split]}
+def japanese_manual_documents(opts: Options, held_out: set[str]) -> tuple[list[list[str]], list[list[str]]]:
+    """Debian's Japanese manuals and guides as documents of sentences split into morphemes by janome (the IPA
+    dictionary, as ner_ja's corpus is split), none of `held_out`: (train, val), 1% of the documents held out,
+    --limit capping the training documents."""
     files = sorted(path for package in JAPANESE_DOC_PACKAGES for path in apt_package_files(package))
     documents = japanese_documents(files, exclude=held_out)
-    log.info("ja_text: %d documents, %d sentences; splitting into morphemes", len(documents), sum(map(len, documents)))
+    log.info(
+        "Japanese manuals: %d documents, %d sentences; splitting into morphemes",
+        len(documents),
+        sum(map(len, documents)),
+    )
     segmenter = janome_segmenter()
     documents = [[morphemes(sentence, segmenter) for sentence in document] for document in documents]
     train, val = split_items(documents, [0.99, 0.01], opts.seed)
-    train = train[: cap(opts.limit, None)]  # --limit caps the manual pages' documents, never the NER sentences
+    return train[: cap(opts.limit, None)], val
+
+
+def build_japanese_text(root: Path, opts: Options) -> Counts:
+    """Japanese manuals and guides (`japanese_manual_documents`) plus ner_ja's training sentences as one more
+    document -> ja_text/{train,val}.txt (one sentence per line, morphemes separated by spaces, a blank line between
+    documents). No sentence of ner_ja's val or test split is kept; --limit never caps the NER sentences."""
+    parts = ner_ja_parts(opts.seed)
+    held_out = {sentence_text(sentence) for split in ("val", "test") for sentence in parts[split]}
+    train, val = japanese_manual_documents(opts, held_out)
     train.append([" ".join(token for token, _ in sentence) for sentence in parts["train"]])
     return write_bert_splits(root, "ja_text", train, val)
+
+
+def build_japanese_manuals(root: Path, opts: Options) -> Counts:
+    """The manuals and guides of `japanese_text` without any of ner_ja's sentences -> ja_manuals/{train,val}.txt:
+    pretraining text for cross-validating the NER tagger, whose folds test every ner_ja sentence."""
+    parts = ner_ja_parts(opts.seed)
+    held_out = {sentence_text(sentence) for part in parts.values() for sentence in part}
+    return write_bert_splits(root, "ja_manuals", *japanese_manual_documents(opts, held_out))
 
 
 def build_ner_en(root: Path, opts: Options) -> Counts:
@@ -428,6 +446,11 @@ REGISTRY: dict[str, Dataset] = {
         build_japanese_text,
         ("ja_text",),
         "Japanese manuals and guides + ner_ja's training sentences for masked-LM pretraining (apt manpages-ja, ...)",
+    ),
+    "japanese_manuals": Dataset(
+        build_japanese_manuals,
+        ("ja_manuals",),
+        "japanese_text without ner_ja's sentences: pretraining for cross-validating the Japanese NER tagger",
     ),
     "word_senses": Dataset(
         lambda root, opts: build_word_senses(root, opts.seed, cap(opts.limit, TRAIN_PAIRS)),

@@ -122,3 +122,19 @@ def test_japanese_text_holds_out_ner_val_and_test_sentences(
     assert not any(line.replace(" ", "").startswith(("検証の文その", "試験の文その")) for line in lines)
     other_documents = {" ".join(f"検証の文{d}その0です。") for d in range(3)}  # their held-out-looking sentences stay
     assert len(other_documents & lines) == (1 if limit else 3)
+
+
+def test_japanese_manuals_hold_no_ner_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cross-validation corpus keeps the manuals' sentences and no sentence of any ner_ja split."""
+    names = {"train": "訓練", "val": "検証", "test": "試験"}
+    tagged = {split: [[(f"{name}の文です", "O"), ("。", "O")]] for split, name in names.items()}
+    page = "<p>" + "".join(f"{name}の文です。" for name in names.values()) + "画像を開くには選択します。</p>"
+    pages = [write_doc(tmp_path / f"doc/{i}.html", page.replace("画像", f"画像{i}")) for i in range(3)]
+    monkeypatch.setattr(prepare_data, "ner_ja_parts", lambda seed: tagged)
+    monkeypatch.setattr(prepare_data, "JAPANESE_DOC_PACKAGES", ("docs-ja",))
+    monkeypatch.setattr(prepare_data, "apt_package_files", lambda package: pages)
+    monkeypatch.setattr(prepare_data, "janome_segmenter", CharSegmenter)
+    prepare_data.build_japanese_manuals(tmp_path / "out", prepare_data.Options(seed=0, limit=None))
+    text = "".join((tmp_path / f"out/ja_manuals/{s}.txt").read_text(encoding="utf-8") for s in ("train", "val"))
+    lines = set(text.split("\n")) - {""}
+    assert lines == {" ".join(f"画像{i}を開くには選択します。") for i in range(3)}

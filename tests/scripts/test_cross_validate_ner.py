@@ -1,0 +1,106 @@
+"""K-fold cross-validation of NER taggers (scripts/cross_validate_ner.py): folds that score every sentence once,
+documents kept whole, paired differences, and a Transformer config learning the tagging fixture in every fold."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+import cross_validate_ner as cv  # noqa: E402
+
+from tests.tasks.token_classification.conftest import tagged_sentences, tiny_config, write_conll  # noqa: E402
+
+
+def units(n: int) -> list[cv.Unit]:
+    """n one-sentence units, each told apart by its single word."""
+    return [[([f"w{i}"], ["O"])] for i in range(n)]
+
+
+def test_each_unit_is_tested_once_and_splits_are_disjoint() -> None:
+    """Over the folds every unit is in exactly one test part; within a fold train, val and test cover all, once."""
+    data = units(23)
+    folds = cv.make_folds(data, 5, seed=3)
+    tested = sorted(u[0][0][0] for fold in folds for u in fold["test"])
+    assert tested == sorted(u[0][0][0] for u in data)
+    for k, fold in enumerate(folds):
+        words = [u[0][0][0] for split in ("train", "val", "test") for u in fold[split]]
+        assert sorted(words) == sorted(u[0][0][0] for u in data)
+        assert fold["val"] == folds[(k + 1) % 5]["test"]
+    assert [len(f["test"]) for f in folds] == [5, 5, 5, 4, 4]
+
+
+def test_folds_follow_the_split_seed() -> None:
+    """The same seed gives the same folds; another seed, other ones."""
+    data = units(30)
+    assert cv.make_folds(data, 3, 0) == cv.make_folds(data, 3, 0)
+    assert cv.make_folds(data, 3, 0) != cv.make_folds(data, 3, 1)
+
+
+@pytest.mark.parametrize("folds", [2, 11])
+def test_fold_count_out_of_range_is_refused(folds: int) -> None:
+    """Fewer than 3 folds (no train part) or more folds than units is a clear error."""
+    with pytest.raises(ValueError, match="--folds must be between 3 and the number of units"):
+        cv.make_folds(units(10), folds, 0)
+
+
+def test_documents_stay_whole_and_round_trip(tmp_path: Path) -> None:
+    """`--unit document` folds whole -DOCSTART- documents, and written folds read back as the same sentences."""
+    text = "-DOCSTART- O\n\na B-PER\nb O\n\nc O\n\n-DOCSTART- O\n\nd B-LOC\n\n"
+    source = tmp_path / "docs.conll"
+    source.write_text(text, encoding="utf-8")
+    documents = cv.read_units([source], "IOB2", "document")
+    assert documents == [[(["a", "b"], ["B-PER", "O"]), (["c"], ["O"])], [(["d"], ["B-LOC"])]]
+    assert len(cv.read_units([source], "IOB2", "sentence")) == 3
+    written = tmp_path / "out.conll"
+    cv.write_units(written, documents, documents=True)
+    assert cv.read_units([written], "IOB2", "document") == documents
+
+
+def test_paired_difference() -> None:
+    """The per-fold difference's mean, standard error and wins."""
+    summary = {"a": {"folds": [0.5, 0.6, 0.7]}, "b": {"folds": [0.4, 0.6, 0.5]}}
+    result = cv.paired(summary, "a", "b")
+    assert result["mean"] == pytest.approx(0.1)
+    assert result["sem"] == pytest.approx(0.1 / 3**0.5)
+    assert (result["wins"], result["folds"]) == (2, 3)
+
+
+def test_baseline_scores_every_entity(tmp_path: Path) -> None:
+    """The perceptron's pooled report counts every gold entity of the corpus once and learns the fixture."""
+    corpus = write_conll(tmp_path / "all.conll", tagged_sentences(300, seed=5))
+    out = tmp_path / "cv"
+    cv.main(["--data", str(corpus), "--folds", "3", "--out", str(out), "--baselines", "perceptron"])
+    result = json.loads((out / "results.json").read_text())
+    gold = sum(tag.startswith("B-") for line in corpus.read_text().splitlines() for tag in line.split()[1:])
+    assert result["models"]["perceptron"]["pooled"]["entities"] == gold
+    assert result["models"]["perceptron"]["pooled"]["f1"] > 0.8
+    assert (out / "fold2" / "test.conll").is_file()
+    assert "perceptron" in (out / "results.md").read_text()
+
+
+@pytest.mark.learning
+def test_transformer_config_learns_in_every_fold(tmp_path: Path) -> None:
+    """A tiny tagger config, fitted and asked to predict in child processes per fold, learns the fixture; a rerun
+    reuses the finished runs."""
+    corpus = write_conll(tmp_path / "all.conll", tagged_sentences(480, seed=6))
+    config = tiny_config(tmp_path / "unused")
+    config["trainer"].pop("default_root_dir")
+    path = tmp_path / "tagger.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "cv"
+    args = ["--data", str(corpus), "--folds", "3", "--out", str(out), "--baselines", "perceptron"]
+    cv.main([*args, "--config", str(path), "--jobs", "2"])
+    result = json.loads((out / "results.json").read_text())
+    tagger = result["models"]["tagger seed 0"]
+    assert tagger["pooled"]["f1"] > 0.8, tagger
+    assert min(tagger["folds"]) > 0.7, tagger
+    assert set(result["paired"]) == {"tagger seed 0 - perceptron"}
+    stamps = sorted(p.stat().st_mtime_ns for p in out.glob("fold*/tagger_seed0/checkpoints/best.ckpt"))
+    cv.main([*args, "--config", str(path)])
+    assert sorted(p.stat().st_mtime_ns for p in out.glob("fold*/tagger_seed0/checkpoints/best.ckpt")) == stamps
