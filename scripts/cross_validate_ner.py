@@ -17,6 +17,7 @@ OUT/results.md and OUT/results.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -104,29 +105,37 @@ def tetraformer(args: list[str], log: Path) -> None:
         raise RuntimeError(f"tetraformer {args[0]} failed (exit {code}); see {log}")
 
 
-def tagger_tags(fold_dir: Path, config: Path, seed: int, overrides: list[str]) -> list[list[str]]:
-    """`tetraformer fit` on the fold's files, then `predict` of its test file from the best checkpoint."""
-    run, data = fold_dir / f"tagger_seed{seed}", fold_dir
-    found = sorted((run / "predict").glob("eval/predict-*/predictions.jsonl"))
-    if not found:
-        run.mkdir(parents=True, exist_ok=True)
-        paths = [f"--data.init_args.{s}_path={data / f'{s}.conll'}" for s in ("train", "val", "test")]
-        fit = ["fit", "-c", str(config), *paths, f"--trainer.default_root_dir={run}", f"--seed_everything={seed}"]
-        tetraformer([*fit, "--run.wandb=disabled", *overrides], run / "fit.log")
-        predict = [
-            "predict",
-            f"--ckpt_path={run / 'checkpoints' / 'best.ckpt'}",
-            f"--data.predict_path={data / 'test.conll'}",
-        ]
-        tetraformer(
-            [*predict, f"--trainer.default_root_dir={run / 'predict'}", "--run.wandb=disabled"], run / "fit.log"
-        )
-        found = sorted((run / "predict").glob("eval/predict-*/predictions.jsonl"))
-    rows = [json.loads(line) for line in found[-1].read_text(encoding="utf-8").splitlines() if line.strip()]
-    test = read_tagged(data / "test.conll")
-    if [len(r["predicted"]) for r in rows] != [len(w) for w, _ in test]:
-        raise RuntimeError(f"{found[-1]} does not tag the words of {data / 'test.conll'} one to one")
+def fit_fold(run: Path, data: Path, config: Path, seed: int, overrides: list[str]) -> None:
+    """`tetraformer fit` on the fold's files in `data` into `run`, unless a finished fit is there (`fit.done`)."""
+    if (run / "fit.done").is_file():
+        return
+    run.mkdir(parents=True, exist_ok=True)
+    paths = [f"--data.init_args.{s}_path={data / f'{s}.conll'}" for s in ("train", "val", "test")]
+    fit = ["fit", "-c", str(config), *paths, f"--trainer.default_root_dir={run}", f"--seed_everything={seed}"]
+    tetraformer([*fit, "--run.wandb=disabled", *overrides], run / "fit.log")
+    (run / "fit.done").touch()
+
+
+def predicted_tags(run: Path, data: Path, checkpoint: str) -> list[list[str]]:
+    """The tags `tetraformer predict` gives the fold's test file from `run/checkpoints/CHECKPOINT.ckpt` (kept in
+    `run/predict_CHECKPOINT/`, which a rerun reads again)."""
+    out, test = run / f"predict_{checkpoint}", data / "test.conll"
+    if not list(out.glob("eval/predict-*/predictions.jsonl")):
+        ckpt = run / "checkpoints" / f"{checkpoint}.ckpt"
+        predict = ["predict", f"--ckpt_path={ckpt}", f"--data.predict_path={test}", f"--trainer.default_root_dir={out}"]
+        tetraformer([*predict, "--run.wandb=disabled"], run / "predict.log")
+    found = max(out.glob("eval/predict-*/predictions.jsonl"), key=lambda path: path.stat().st_mtime_ns)
+    rows = [json.loads(line) for line in found.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if [len(r["predicted"]) for r in rows] != [len(w) for w, _ in read_tagged(test)]:
+        raise RuntimeError(f"{found} does not tag the words of {test} one to one")
     return [row["predicted"] for row in rows]
+
+
+def tagger_tags(fold_dir: Path, config: Path, seed: int, overrides: list[str], checkpoints: Sequence[str]) -> dict:
+    """Fit the config on one fold with one seed; each checkpoint's predicted tags for the fold's test file."""
+    run = fold_dir / f"tagger_seed{seed}"
+    fit_fold(run, fold_dir, config, seed, overrides)
+    return {checkpoint: predicted_tags(run, fold_dir, checkpoint) for checkpoint in checkpoints}
 
 
 def micro(true: Sequence[list[str]], predicted: Sequence[list[str]]) -> dict[str, float]:
@@ -190,7 +199,23 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--config", type=Path, help="a token-classification config: the Transformer to compare")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="the Transformer's seeds")
     parser.add_argument("--jobs", type=int, default=1, help="Transformer runs at once, one thread each")
+    parser.add_argument("--checkpoints", nargs="+", choices=["best", "last"], default=["best"], help="to score")
     return parser.parse_known_args(argv)
+
+
+def tagger_predictions(args: argparse.Namespace, overrides: list[str]) -> dict[str, list[list[list[str]]]]:
+    """The Transformer's test tags on every fold, per seed and checkpoint, `--jobs` fits at a time."""
+    jobs = [(k, seed) for seed in args.seeds for k in range(args.folds)]
+
+    def run(job: tuple[int, int]) -> dict[str, list[list[str]]]:
+        return tagger_tags(args.out / f"fold{job[0]}", args.config, job[1], overrides, args.checkpoints)
+
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        done = dict(zip(jobs, pool.map(run, jobs), strict=True))
+    return {
+        f"tagger seed {seed} ({checkpoint})": [done[k, seed][checkpoint] for k in range(args.folds)]
+        for seed, checkpoint in itertools.product(args.seeds, args.checkpoints)
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -203,11 +228,7 @@ def main(argv: list[str] | None = None) -> None:
     gold = [[tags for _, tags in sentences(fold["test"])] for fold in folds]
     predictions = {name: [baseline_tags(fold, name) for fold in folds] for name in args.baselines}
     if args.config is not None:
-        jobs = [(k, seed) for seed in args.seeds for k in range(args.folds)]
-        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            done = list(pool.map(lambda j: tagger_tags(args.out / f"fold{j[0]}", args.config, j[1], overrides), jobs))
-        for seed in args.seeds:
-            predictions[f"tagger seed {seed}"] = [done[jobs.index((k, seed))] for k in range(args.folds)]
+        predictions.update(tagger_predictions(args, overrides))
     summary = summarise(gold, predictions)
     base = args.baselines[0] if args.baselines else None
     comparisons = {f"{m} - {base}": paired(summary, m, base) for m in summary if base and m != base}

@@ -97,10 +97,12 @@ def test_transformer_config_learns_in_every_fold(tmp_path: Path) -> None:
     args = ["--data", str(corpus), "--folds", "3", "--out", str(out), "--baselines", "perceptron"]
     cv.main([*args, "--config", str(path), "--jobs", "2"])
     result = json.loads((out / "results.json").read_text())
-    tagger = result["models"]["tagger seed 0"]
+    tagger = result["models"]["tagger seed 0 (best)"]
     assert tagger["pooled"]["f1"] > 0.8, tagger
     assert min(tagger["folds"]) > 0.7, tagger
-    assert set(result["paired"]) == {"tagger seed 0 - perceptron"}
+    assert set(result["paired"]) == {"tagger seed 0 (best) - perceptron"}
     stamps = sorted(p.stat().st_mtime_ns for p in out.glob("fold*/tagger_seed0/checkpoints/best.ckpt"))
-    cv.main([*args, "--config", str(path)])
+    cv.main([*args, "--config", str(path), "--checkpoints", "best", "last"])
     assert sorted(p.stat().st_mtime_ns for p in out.glob("fold*/tagger_seed0/checkpoints/best.ckpt")) == stamps
+    last = json.loads((out / "results.json").read_text())["models"]["tagger seed 0 (last)"]
+    assert last["pooled"]["entities"] == tagger["pooled"]["entities"] and last["pooled"]["f1"] > 0.8, last
