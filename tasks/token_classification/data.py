@@ -228,7 +228,7 @@ class TokenClassificationData(LabelledData, TextDataModule):
                 continue
             column = tag_column(sentences)
             ids = column.encode(vocabulary, tag_entries(sentences)).ids()
-            labels = WindowLabels(ids, sentences.memo["offsets"])
+            labels = WindowLabels(ids, sentences.memo["offsets"], continuation_ids(vocabulary))
             self.datasets[split] = self.datasets[split].with_hook("labels", labels)
 
     # --- batches -------------------------------------------------------------------------------------
@@ -290,3 +290,14 @@ def _tag_line(sentences: StoreRows, offsets: np.ndarray, entry: int) -> tuple[st
     source, line = sentences.location(sentence)
     per_line = sentences.table.data.column("per_line")[sentence].as_py()
     return source, (line + entry - int(offsets[sentence])) if per_line else line
+
+
+def continuation_ids(vocabulary: LabelVocabulary) -> np.ndarray:
+    """Tag id -> the tag id of a word's later subwords: I-X for B-X (as Hugging Face's `label_all_tokens`), else
+    the word's own tag, so an entity never seems to start again inside a word."""
+    ids = np.arange(len(vocabulary))
+    for i, name in enumerate(vocabulary.names):
+        prefix, kind = split_tag(name)
+        if prefix == "B" and f"I-{kind}" in vocabulary.ids:
+            ids[i] = vocabulary.ids[f"I-{kind}"]
+    return ids

@@ -97,16 +97,20 @@ def _flat(pieces: list[list[int]]) -> list[int]:
 
 @dataclass(frozen=True)
 class WindowLabels:
-    """A StoreRows hook: a window's labels are its sentence's tag ids at the words it labels (`word_labels`)."""
+    """A StoreRows hook: a window's labels are its sentence's tag ids at the words it labels (`word_labels`); a
+    word's later subwords (labelled only under `label_all_subwords`) take `continuation`'s tag, I-X for B-X."""
 
     tag_ids: np.ndarray  # every tag of the store's sentences, flat, as ids of the run's vocabulary
     offsets: np.ndarray  # where each sentence's tags start in `tag_ids`
+    continuation: np.ndarray  # tag id -> the id a word's later subwords carry
 
     def __call__(self, row: dict[str, Any], stored: int, position: int) -> None:
-        start = self.offsets[row["sentence"]]
-        row["labels"] = [
-            IGNORE_INDEX if w == IGNORE_INDEX else int(self.tag_ids[start + w]) for w in row["word_labels"]
-        ]
+        start, labels, previous = self.offsets[row["sentence"]], [], IGNORE_INDEX
+        for word in row["word_labels"]:
+            tag = IGNORE_INDEX if word == IGNORE_INDEX else int(self.tag_ids[start + word])
+            labels.append(int(self.continuation[tag]) if word == previous != IGNORE_INDEX else tag)
+            previous = word
+        row["labels"] = labels
 
 
 @dataclass(frozen=True)

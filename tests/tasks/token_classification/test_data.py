@@ -56,6 +56,23 @@ def test_bioes_vocabulary_and_all_subwords_labelled(tmp_path: Path, tokenizer_di
     assert sum(w != IGNORE_INDEX for w in row["word_index"]) == 4
 
 
+def test_later_subwords_of_a_b_word_carry_its_i_tag(tmp_path: Path, tokenizer_dir: Path) -> None:
+    """Under label_all_subwords a B-X word's later subwords are I-X (Hugging Face's `label_all_tokens`), so the
+    labels start the entity once; its first subword and the other words keep their own tags."""
+    train = tmp_path / "train.conll"
+    train.write_text("smithereens B-PER\nsmithereens I-PER\nin O\n\n", encoding="utf-8")
+    data = TokenClassificationData(
+        train_path=str(train), val_path=str(train), tokenizer=str(tokenizer_dir), label_all_subwords=True
+    )
+    data.setup("fit")
+    row, names = data.datasets["train"][0], data.vocabulary.names
+    tags = [names[label] for label in row["labels"] if label != IGNORE_INDEX]
+    first = [names[label] for label, w in zip(row["labels"], row["word_index"], strict=True) if w != IGNORE_INDEX]
+    assert first == ["B-PER", "I-PER", "O"]
+    assert len(tags) > 3 and tags[0] == "B-PER" and tags.count("B-PER") == 1  # "smithereens" is several pieces
+    assert tags[: tags.index("O")] == ["B-PER"] + ["I-PER"] * (tags.index("O") - 1)
+
+
 def test_training_data_without_entities_is_an_error() -> None:
     """Only O tags: no entity type to learn."""
     with pytest.raises(DataError, match="no entity tags"):
