@@ -66,7 +66,7 @@ def make_folds(units: Sequence[Unit], folds: int, seed: int) -> list[Fold]:
 
 
 def write_units(path: Path, units: Sequence[Unit], documents: bool) -> None:
-    """CoNLL word<TAB>tag lines, a blank line after each sentence, `-DOCSTART-` before each document."""
+    """CoNLL word<TAB>tag lines (IOB2), a blank line after each sentence, `-DOCSTART-` before each document."""
     lines = []
     for unit in units:
         if documents:
@@ -105,14 +105,20 @@ def tetraformer(args: list[str], log: Path) -> None:
         raise RuntimeError(f"tetraformer {args[0]} failed (exit {code}); see {log}")
 
 
+def fit_command(run: Path, data: Path, config: Path, seed: int, overrides: list[str]) -> list[str]:
+    """`tetraformer fit` arguments for one fold: its files, run directory and seed, then the user's options; the
+    files are read as IOB2, the scheme they are written in, whatever the source's."""
+    paths = [f"--data.init_args.{s}_path={data / f'{s}.conll'}" for s in ("train", "val", "test")]
+    fit = ["fit", "-c", str(config), *paths, f"--trainer.default_root_dir={run}", f"--seed_everything={seed}"]
+    return [*fit, "--run.wandb=disabled", *overrides, "--data.init_args.tag_scheme=IOB2"]
+
+
 def fit_fold(run: Path, data: Path, config: Path, seed: int, overrides: list[str]) -> None:
     """`tetraformer fit` on the fold's files in `data` into `run`, unless a finished fit is there (`fit.done`)."""
     if (run / "fit.done").is_file():
         return
     run.mkdir(parents=True, exist_ok=True)
-    paths = [f"--data.init_args.{s}_path={data / f'{s}.conll'}" for s in ("train", "val", "test")]
-    fit = ["fit", "-c", str(config), *paths, f"--trainer.default_root_dir={run}", f"--seed_everything={seed}"]
-    tetraformer([*fit, "--run.wandb=disabled", *overrides], run / "fit.log")
+    tetraformer(fit_command(run, data, config, seed, overrides), run / "fit.log")
     (run / "fit.done").touch()
 
 

@@ -62,6 +62,15 @@ def test_documents_stay_whole_and_round_trip(tmp_path: Path) -> None:
     assert cv.read_units([written], "IOB2", "document") == documents
 
 
+def test_fit_reads_the_folds_files_as_iob2(tmp_path: Path) -> None:
+    """The fit command names the fold's three files, its run and seed, and reads IOB2 after the user's options."""
+    command = cv.fit_command(tmp_path / "run", tmp_path, Path("c.yaml"), 3, ["--data.init_args.tag_scheme=BIOES"])
+    assert command[:3] == ["fit", "-c", "c.yaml"]
+    assert f"--data.init_args.test_path={tmp_path / 'test.conll'}" in command
+    assert "--seed_everything=3" in command and f"--trainer.default_root_dir={tmp_path / 'run'}" in command
+    assert command[-1] == "--data.init_args.tag_scheme=IOB2"
+
+
 def test_paired_difference() -> None:
     """The per-fold difference's mean, standard error and wins."""
     summary = {"a": {"folds": [0.5, 0.6, 0.7]}, "b": {"folds": [0.4, 0.6, 0.5]}}
