@@ -138,6 +138,12 @@ TEXT_CLASSIFICATION = [
     row("--data.max_length", "0", "1 or more"),
     row("--data.encoding", "klingon", "an encoding Python knows"),
     row("--data.tokenizer_type", "bogus", "wordpiece", "char"),
+    row(
+        "--data.tokenize_chinese_chars",
+        "false",
+        "needs tokenizer_type wordpiece",
+        extra=("--data.tokenizer_type", "bpe"),
+    ),
     row("--data.format", "xml", "csv", "jsonl"),
     # --- the run section ---------------------------------------------------------------------------------------
     row("--run.early_stopping_patience", "-1", "0 or more"),

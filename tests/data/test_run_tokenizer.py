@@ -54,3 +54,15 @@ def test_same_extra_ids_reuse_the_tokenizer(tmp_path: Path, corpus: Path) -> Non
     written = (tmp_path / "tokenizer.json").stat().st_mtime_ns
     prepare(tmp_path, corpus, 4)
     assert (tmp_path / "tokenizer.json").stat().st_mtime_ns == written
+
+
+def test_keeping_chinese_chars_is_recorded_and_retrains(
+    tmp_path: Path, corpus: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """tokenize_chinese_chars off is recorded (on, the default, is not: older records match) and a change retrains."""
+    caplog.set_level(logging.WARNING)
+    prepare_run_tokenizer(tmp_path, [corpus], "wordpiece", 60, "text", "utf-8")
+    assert "tokenize_chinese_chars" not in json.loads((tmp_path / RECORD).read_text())
+    prepare_run_tokenizer(tmp_path, [corpus], "wordpiece", 60, "text", "utf-8", chinese_chars=False)
+    assert json.loads((tmp_path / RECORD).read_text())["tokenize_chinese_chars"] is False
+    assert "tokenize_chinese_chars changed since it was trained" in caplog.text

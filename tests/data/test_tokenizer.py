@@ -168,3 +168,22 @@ def test_sentinel_ids_of_a_local_hf_t5_tokenizer(tmp_path) -> None:
     assert tok("a <extra_id_1> b")["input_ids"].count(top - 1) == 1
     with pytest.raises(DataError, match="has 4 sentinel tokens"):
         sentinel_ids(tok, 100)
+
+
+def test_chinese_chars_kept_in_their_words(tmp_path) -> None:
+    """WordPiece puts each kanji apart by default (BERT's tokenize_chinese_chars); with it off, a morpheme's later
+    kanji are `##` pieces of its word, so the pieces show where morphemes end."""
+    corpus = tmp_path / "ja.txt"
+    corpus.write_text("社会 民主 党 の 首相 が 社会 を 語る 。\n" * 20, encoding="utf-8")
+    apart = train_tokenizer(corpus, "wordpiece", 200, tmp_path / "apart")
+    kept = train_tokenizer(corpus, "wordpiece", 200, tmp_path / "kept", chinese_chars=False)
+    assert apart.tokenize("社会 民主") == ["社", "会", "民", "主"]
+    assert kept.tokenize("社会 民主") == ["社会", "民主"]
+    assert kept.tokenize("社主") == ["社", "##主"]  # an unseen word: its second kanji continues it
+
+
+@pytest.mark.parametrize("kind", ["bpe", "unigram", "char"])
+def test_keeping_chinese_chars_is_wordpiece_only(kind, corpus, tmp_path) -> None:
+    """The other kinds never split CJK ideographs apart: asking them to keep them together is an error."""
+    with pytest.raises(ValueError, match="WordPiece setting"):
+        train_tokenizer(corpus, kind, 300, tmp_path / "tok", chinese_chars=False)

@@ -57,16 +57,18 @@ def train_tokenizer(
     field: str = "text",
     encoding: str = "utf-8",
     extra_ids: int = 0,
+    chinese_chars: bool = True,
 ) -> PreTrainedTokenizerFast:
     """Train a tokenizer on text files (JSONL/JSON/CSV/TSV: their `field`) and save it to output_dir.
 
     `extra_ids` > 0 reserves T5's sentinels <extra_id_0> .. <extra_id_{n-1}> as special tokens (ids 5, 6, ...
-    right after SPECIAL_VOCAB, counted in vocab_size): never split, never learned from the text.
+    right after SPECIAL_VOCAB, counted in vocab_size): never split, never learned from the text. `chinese_chars`
+    False keeps CJK ideographs inside their words (WordPiece only; see `_wordpiece`).
     """
     if extra_ids < 0:
         raise ValueError(f"extra_ids must be >= 0, got {extra_ids}")
     sentinels = [SENTINEL.format(i) for i in range(extra_ids)]
-    backend, trainer = _untrained(kind, vocab_size, lowercase, SPECIAL_VOCAB + sentinels)
+    backend, trainer = _untrained(kind, vocab_size, lowercase, SPECIAL_VOCAB + sentinels, chinese_chars)
     backend.train_from_iterator(training_texts(resolve_files(files), field, encoding), trainer=trainer)
     backend.post_processor = _special_template(kind)
     extra = {"additional_special_tokens": sentinels} if sentinels else {}
@@ -164,9 +166,11 @@ def training_texts(paths: list[Path], field: str, encoding: str) -> Iterator[str
             yield from (str(doc["text"]) for doc in iter_documents(path, field=field, encoding=encoding))
 
 
-def word_splitter(kind: TokenizerKind, lowercase: bool = False) -> Callable[[str], list[str]]:
+def word_splitter(
+    kind: TokenizerKind, lowercase: bool = False, chinese_chars: bool = True
+) -> Callable[[str], list[str]]:
     """The words a trainer of this kind learns pieces from: its normaliser, then its pre-tokenizer, on a text."""
-    backend, _ = _untrained(kind, 1 << 16, lowercase, SPECIAL_VOCAB)
+    backend, _ = _untrained(kind, 1 << 16, lowercase, SPECIAL_VOCAB, chinese_chars)
     normalizer, pre_tokenizer = backend.normalizer, backend.pre_tokenizer
 
     def split(text: str) -> list[str]:
@@ -177,11 +181,17 @@ def word_splitter(kind: TokenizerKind, lowercase: bool = False) -> Callable[[str
 
 
 def _untrained(
-    kind: TokenizerKind, vocab_size: int, lowercase: bool, specials: list[str]
+    kind: TokenizerKind, vocab_size: int, lowercase: bool, specials: list[str], chinese_chars: bool = True
 ) -> tuple[Tokenizer, trainers.Trainer]:
     """An untrained tokenizer pipeline and its trainer for one kind, reserving `specials` first."""
     check_choice("tokenizer kind", kind, TokenizerKind)
-    builders = {"bpe": _bpe, "wordpiece": _wordpiece, "unigram": _unigram, "char": _char}
+    if kind == "wordpiece":
+        return _wordpiece(vocab_size, lowercase, specials, chinese_chars)
+    if not chinese_chars:
+        raise ValueError(
+            f"keeping Chinese characters together is a WordPiece setting; a {kind} tokenizer never splits them"
+        )
+    builders = {"bpe": _bpe, "unigram": _unigram, "char": _char}
     return builders[kind](vocab_size, lowercase, specials)
 
 
@@ -203,10 +213,14 @@ def _bpe(vocab_size: int, lowercase: bool, specials: list[str]) -> tuple[Tokeniz
     return tokenizer, trainer
 
 
-def _wordpiece(vocab_size: int, lowercase: bool, specials: list[str]) -> tuple[Tokenizer, trainers.Trainer]:
-    """WordPiece with BERT's normaliser and pre-tokenizer (whitespace is not kept)."""
+def _wordpiece(
+    vocab_size: int, lowercase: bool, specials: list[str], chinese_chars: bool = True
+) -> tuple[Tokenizer, trainers.Trainer]:
+    """WordPiece with BERT's normaliser and pre-tokenizer (whitespace is not kept). The normaliser puts each CJK
+    ideograph apart, as a word of its own (BERT's `tokenize_chinese_chars`); `chinese_chars` False keeps them in
+    their words, so a kanji after a word's first piece is `##`-marked, as Japanese BERTs over MeCab words do."""
     tokenizer = Tokenizer(models.WordPiece(unk_token="<unk>"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase, handle_chinese_chars=chinese_chars)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece()
     trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False)

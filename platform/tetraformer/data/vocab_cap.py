@@ -85,6 +85,7 @@ def cap_vocab_size(
     lowercase: bool = False,
     option: str = "data.vocab_size",
     opt_out: str = "--data.vocab_cap false",
+    chinese_chars: bool = True,
 ) -> int:
     """`vocab_size`, or the smaller size the texts support (one warning line naming `option`, the sizes and why).
 
@@ -93,7 +94,9 @@ def cap_vocab_size(
     if kind == "char":
         return vocab_size
     inventory = text_inventory(
-        texts, word_splitter(kind, lowercase), lambda inv: supported_vocab_size(inv, kind, specials) >= vocab_size
+        texts,
+        word_splitter(kind, lowercase, chinese_chars),
+        lambda inv: supported_vocab_size(inv, kind, specials) >= vocab_size,
     )
     cap = supported_vocab_size(inventory, kind, specials)
     if cap >= vocab_size:
