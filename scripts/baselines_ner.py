@@ -15,22 +15,26 @@ import re
 import sys
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from tetraformer.data import DataError
 from tetraformer.data.collate import IGNORE_INDEX
 from tetraformer.data.conll import read_conll
-from tetraformer.data.tag_schemes import canonical_scheme, to_canonical
+from tetraformer.data.tag_schemes import canonical_scheme, tag_problem, to_canonical
 from tetraformer.training.metrics.entity import EntityScore
 
 Tagged = tuple[list[str], list[str]]  # (words, tags)
 
 
 def read_tagged(path: Path, scheme: str = "IOB2") -> list[Tagged]:
-    """Sentences of a CoNLL file (word first, tag last), tags in the scheme's canonical form (IOB1 -> IOB2)."""
-    return [(s.tokens, to_canonical(s.tags or [], scheme)) for s in read_conll(path)]
+    """Sentences of a CoNLL file (word first, tag last), tags in the scheme's canonical form (IOB1 -> IOB2); a tag
+    outside the scheme is a DataError naming the file and line."""
+    check = partial(tag_problem, scheme=scheme)
+    return [(s.tokens, to_canonical(s.tags or [], scheme)) for s in read_conll(path, check_tag=check)]
 
 
 def shape(word: str) -> str:
@@ -172,18 +176,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--val", type=Path)
     parser.add_argument("--test", type=Path, default=Path("data/ner_en/test.conll"))
     parser.add_argument("--model", choices=["crf", "perceptron"], default="crf")
-    parser.add_argument("--tag_scheme", default="IOB2", help="the files' scheme; IOB1 and BIOES are read as IOB2")
+    parser.add_argument("--tag_scheme", default="IOB2", help="the files' scheme: IOB2, or IOB1 (converted to IOB2)")
     parser.add_argument("--epochs", type=int, default=5, help="perceptron passes over the training sentences")
     args = parser.parse_args(argv)
     if canonical_scheme(args.tag_scheme) != "IOB2":
         sys.exit("only IOB2 (or IOB1, converted) files are scored here")
     start = time.perf_counter()
-    tagger = fit_tagger(read_tagged(args.train, args.tag_scheme), args.model, args.epochs)
+    try:
+        train = read_tagged(args.train, args.tag_scheme)
+    except DataError as err:
+        sys.exit(f"error: {err}")
+    tagger = fit_tagger(train, args.model, args.epochs)
     sys.stdout.write(f"{args.model} fitted on {args.train} in {time.perf_counter() - start:.1f} s\n")
     for split, path in (("val", args.val), ("test", args.test)):
         if path is None:
             continue
-        _, rows = score(tagger, read_tagged(path, args.tag_scheme))
+        try:
+            _, rows = score(tagger, read_tagged(path, args.tag_scheme))
+        except DataError as err:
+            sys.exit(f"error: {err}")
         sys.stdout.write(f"{split}: {path}\n")
         sys.stdout.write("| type | precision | recall | f1 | support |\n|---|---:|---:|---:|---:|\n")
         for name, p, r, f, n in rows:

@@ -32,8 +32,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from baselines_ner import Tagged, entity_scores, fit_tagger, predict_tags, read_tagged  # noqa: E402
 
+from tetraformer.data import DataError  # noqa: E402
 from tetraformer.data.conll import read_conll  # noqa: E402
-from tetraformer.data.tag_schemes import to_canonical  # noqa: E402
+from tetraformer.data.tag_schemes import canonical_scheme, to_canonical  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 Unit = list[Tagged]  # one sentence, or a document's sentences
@@ -200,7 +201,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--folds", type=int, default=10)
     parser.add_argument("--split_seed", type=int, default=0, help="seed of the permutation that makes the folds")
     parser.add_argument("--unit", choices=["sentence", "document"], default="sentence")
-    parser.add_argument("--tag_scheme", default="IOB2", help="the files' scheme; IOB1 and BIOES are read as IOB2")
+    parser.add_argument("--tag_scheme", default="IOB2", help="the files' scheme: IOB2, or IOB1 (converted to IOB2)")
     parser.add_argument("--baselines", nargs="*", choices=["crf", "perceptron"], default=["crf", "perceptron"])
     parser.add_argument("--config", type=Path, help="a token-classification config: the Transformer to compare")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="the Transformer's seeds")
@@ -227,7 +228,12 @@ def tagger_predictions(args: argparse.Namespace, overrides: list[str]) -> dict[s
 def main(argv: list[str] | None = None) -> None:
     """Make the folds, run every model on each, write and print the report."""
     args, overrides = parse_args(argv)
-    folds = make_folds(read_units(args.data, args.tag_scheme, args.unit), args.folds, args.split_seed)
+    if canonical_scheme(args.tag_scheme) != "IOB2":
+        sys.exit(f"error: --tag_scheme {args.tag_scheme}: only IOB2 files (or IOB1, converted) are cross-validated")
+    try:
+        folds = make_folds(read_units(args.data, args.tag_scheme, args.unit), args.folds, args.split_seed)
+    except (DataError, ValueError) as err:  # a bad file (named with its line) or fold count: one line, no traceback
+        sys.exit(f"error: {err}")
     for k, fold in enumerate(folds):
         for split, units in fold.items():
             write_units(args.out / f"fold{k}" / f"{split}.conll", units, args.unit == "document")

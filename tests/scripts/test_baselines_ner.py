@@ -97,3 +97,15 @@ def test_cli_reads_conll_and_prints_the_entity_report(tmp_path: Path, capsys: py
     )
     out = capsys.readouterr().out
     assert "| PER |" in out and "test entity F1 (micro)" in out
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_cli_names_a_tag_outside_the_scheme(split: str, tmp_path: Path) -> None:
+    """A tag the scheme does not have ends the command with one line naming the file and line, in either file."""
+    good = "anna B-PER\nsmith I-PER\nwent O\n\n"
+    for name in ("train", "test"):
+        text = good + ("bob B-PER\nrome L-LOC\n\n" if name == split else "")
+        (tmp_path / f"{name}.conll").write_text(text, encoding="utf-8")
+    paths = ["--train", str(tmp_path / "train.conll"), "--test", str(tmp_path / "test.conll")]
+    with pytest.raises(SystemExit, match=rf"error: .*{split}\.conll:6: 'L-LOC' is not an IOB2 tag"):
+        baselines.main(["ner", "--model", "perceptron", *paths])

@@ -49,6 +49,19 @@ def test_fold_count_out_of_range_is_refused(folds: int) -> None:
         cv.make_folds(units(10), folds, 0)
 
 
+def test_bad_input_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A tag outside the scheme names the file and line; too many folds say how many units there are."""
+    bad = tmp_path / "bad.conll"
+    bad.write_text("anna B-PER\nrome L-LOC\n\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"error: .*bad\.conll:2.*L-LOC"):
+        cv.main(["--data", str(bad), "--out", str(tmp_path / "cv")])
+    good = write_conll(tmp_path / "good.conll", tagged_sentences(5, seed=1))
+    with pytest.raises(SystemExit, match="between 3 and the number of units \\(5\\), got 10"):
+        cv.main(["--data", str(good), "--out", str(tmp_path / "cv")])
+    with pytest.raises(SystemExit, match="--tag_scheme BIOES: only IOB2 files"):
+        cv.main(["--data", str(good), "--out", str(tmp_path / "cv"), "--tag_scheme", "BIOES"])
+
+
 def test_documents_stay_whole_and_round_trip(tmp_path: Path) -> None:
     """`--unit document` folds whole -DOCSTART- documents, and written folds read back as the same sentences."""
     text = "-DOCSTART- O\n\na B-PER\nb O\n\nc O\n\n-DOCSTART- O\n\nd B-LOC\n\n"
