@@ -7,6 +7,7 @@ from transformers import AutoTokenizer, T5Tokenizer
 
 from tetraformer.data import SPECIAL_TOKENS, DataError, load_tokenizer, train_tokenizer
 from tetraformer.data.tokenizer import sentinel_ids
+from tetraformer.errors import ConfigError
 
 SAMPLE = "Hello  world,\tthis is Tetraformer.\nÜnïcode ✓ text: naïve café!\n"
 CORPUS = SAMPLE + "The quick brown fox jumps over the lazy dog.\n" * 20 + "A small corpus for tests.\n" * 10
@@ -187,3 +188,17 @@ def test_keeping_chinese_chars_is_wordpiece_only(kind, corpus, tmp_path) -> None
     """The other kinds never split CJK ideographs apart: asking them to keep them together is an error."""
     with pytest.raises(ValueError, match="WordPiece setting"):
         train_tokenizer(corpus, kind, 300, tmp_path / "tok", chinese_chars=False)
+
+
+def test_tokenizer_command_keeps_chinese_chars_when_told(tmp_path) -> None:
+    """`tetraformer tokenizer train --no-tokenize-chinese-chars` keeps kanji in their words; with another --type it
+    is one usage error."""
+    from tetraformer.cli.commands import tokenizer_command
+
+    corpus = tmp_path / "ja.txt"
+    corpus.write_text("社会 民主 党 の 首相 が 社会 を 語る 。\n" * 20, encoding="utf-8")
+    args = ["train", "--input", str(corpus), "--vocab-size", "200", "--no-tokenize-chinese-chars"]
+    tokenizer_command([*args, "--type", "wordpiece", "--output", str(tmp_path / "kept")])
+    assert load_tokenizer(tmp_path / "kept").tokenize("社会 民主") == ["社会", "民主"]
+    with pytest.raises(ConfigError, match="--no-tokenize-chinese-chars needs --type wordpiece, not bpe"):
+        tokenizer_command([*args, "--type", "bpe", "--output", str(tmp_path / "bpe")])

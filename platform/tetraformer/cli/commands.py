@@ -171,8 +171,16 @@ def tokenizer_command(argv: list[str]) -> None:
     train.add_argument(
         "--no-vocab-cap", action="store_true", help="keep --vocab-size even where the text supports fewer pieces"
     )
+    train.add_argument(
+        "--no-tokenize-chinese-chars",
+        action="store_true",
+        help="wordpiece: keep CJK ideographs inside their words (text split into words, e.g. Japanese morphemes)",
+    )
     train.add_argument("--output", type=Path, required=True, help="directory for tokenizer.json and HF files")
     args = parser.parse_args(argv)
+    if args.no_tokenize_chinese_chars and args.type != "wordpiece":
+        parser.error(f"--no-tokenize-chinese-chars needs --type wordpiece, not {args.type}")
+    chinese_chars = not args.no_tokenize_chinese_chars
 
     from tetraformer.data import resolve_files, train_tokenizer
     from tetraformer.data.tokenizer import SPECIAL_VOCAB, training_texts
@@ -182,10 +190,9 @@ def tokenizer_command(argv: list[str]) -> None:
     size = args.vocab_size
     if not args.no_vocab_cap:
         texts = training_texts(files, "text", "utf-8")
-        size = cap_vocab_size(
-            texts, args.type, size, len(SPECIAL_VOCAB), args.lowercase, "--vocab-size", "--no-vocab-cap"
-        )
-    tokenizer = train_tokenizer(files, args.type, size, args.output, lowercase=args.lowercase)
+        options = (args.lowercase, "--vocab-size", "--no-vocab-cap", chinese_chars)
+        size = cap_vocab_size(texts, args.type, size, len(SPECIAL_VOCAB), *options)
+    tokenizer = train_tokenizer(files, args.type, size, args.output, args.lowercase, chinese_chars=chinese_chars)
     log.info(
         "trained a %s tokenizer with %d tokens on %d files -> %s",
         args.type,
