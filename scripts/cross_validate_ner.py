@@ -240,7 +240,10 @@ def main(argv: list[str] | None = None) -> None:
     gold = [[tags for _, tags in sentences(fold["test"])] for fold in folds]
     predictions = {name: [baseline_tags(fold, name) for fold in folds] for name in args.baselines}
     if args.config is not None:
-        predictions.update(tagger_predictions(args, overrides))
+        try:
+            predictions.update(tagger_predictions(args, overrides))
+        except RuntimeError as err:  # a fit or predict that failed: its log says why; finished folds are kept
+            sys.exit(f"error: {err}")
     summary = summarise(gold, predictions)
     base = args.baselines[0] if args.baselines else None
     comparisons = {f"{m} - {base}": paired(summary, m, base) for m in summary if base and m != base}

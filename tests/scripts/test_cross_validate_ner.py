@@ -62,6 +62,17 @@ def test_bad_input_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixtu
         cv.main(["--data", str(good), "--out", str(tmp_path / "cv"), "--tag_scheme", "BIOES"])
 
 
+def test_a_failed_fit_names_its_log(tmp_path: Path) -> None:
+    """A Transformer fit that fails (here: no such config) ends the script with one line naming the fit's log."""
+    corpus = write_conll(tmp_path / "all.conll", tagged_sentences(30, seed=2))
+    args = ["--data", str(corpus), "--folds", "3", "--out", str(tmp_path / "cv"), "--baselines", "perceptron"]
+    with pytest.raises(
+        SystemExit, match=r"error: tetraformer fit failed \(exit \d+\); see .*fold0/tagger_seed0/fit\.log"
+    ):
+        cv.main([*args, "--config", str(tmp_path / "missing.yaml")])
+    assert not (tmp_path / "cv" / "fold0" / "tagger_seed0" / "fit.done").exists()
+
+
 def test_documents_stay_whole_and_round_trip(tmp_path: Path) -> None:
     """`--unit document` folds whole -DOCSTART- documents, and written folds read back as the same sentences."""
     text = "-DOCSTART- O\n\na B-PER\nb O\n\nc O\n\n-DOCSTART- O\n\nd B-LOC\n\n"
