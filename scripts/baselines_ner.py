@@ -14,7 +14,7 @@ import argparse
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -23,18 +23,23 @@ import torch
 
 from tetraformer.data import DataError
 from tetraformer.data.collate import IGNORE_INDEX
-from tetraformer.data.conll import read_conll
+from tetraformer.data.conll import TaggedSentence, read_conll
 from tetraformer.data.tag_schemes import canonical_scheme, tag_problem, to_canonical
 from tetraformer.training.metrics.entity import EntityScore
 
 Tagged = tuple[list[str], list[str]]  # (words, tags)
 
 
+def tagged_sentences(path: Path, scheme: str = "IOB2") -> Iterator[tuple[TaggedSentence, Tagged]]:
+    """Each sentence of a CoNLL file (word first, tag last) with its words and tags in the scheme's canonical form
+    (IOB1 -> IOB2); a tag outside the scheme is a DataError naming the file and line."""
+    for sentence in read_conll(path, check_tag=partial(tag_problem, scheme=scheme)):
+        yield sentence, (sentence.tokens, to_canonical(sentence.tags or [], scheme))
+
+
 def read_tagged(path: Path, scheme: str = "IOB2") -> list[Tagged]:
-    """Sentences of a CoNLL file (word first, tag last), tags in the scheme's canonical form (IOB1 -> IOB2); a tag
-    outside the scheme is a DataError naming the file and line."""
-    check = partial(tag_problem, scheme=scheme)
-    return [(s.tokens, to_canonical(s.tags or [], scheme)) for s in read_conll(path, check_tag=check)]
+    """The (words, canonical tags) of a CoNLL file's sentences (`tagged_sentences`)."""
+    return [tagged for _, tagged in tagged_sentences(path, scheme)]
 
 
 def shape(word: str) -> str:

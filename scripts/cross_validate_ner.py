@@ -30,13 +30,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baselines_ner import Tagged, entity_scores, fit_tagger, predict_tags, read_tagged  # noqa: E402
+from baselines_ner import Tagged, entity_scores, fit_tagger, predict_tags, read_tagged, tagged_sentences  # noqa: E402
+from hf_side_by_side import checkout_pythonpath  # noqa: E402
 
 from tetraformer.data import DataError  # noqa: E402
-from tetraformer.data.conll import read_conll  # noqa: E402
-from tetraformer.data.tag_schemes import canonical_scheme, to_canonical  # noqa: E402
+from tetraformer.data.tag_schemes import canonical_scheme  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 Unit = list[Tagged]  # one sentence, or a document's sentences
 Fold = dict[str, list[Unit]]  # train / val / test
 
@@ -47,8 +46,8 @@ def read_units(paths: Sequence[Path], scheme: str, unit: str) -> list[Unit]:
         return [[sentence] for path in paths for sentence in read_tagged(path, scheme)]
     groups: dict[tuple[Path, int], Unit] = {}
     for path in paths:
-        for s in read_conll(path):
-            groups.setdefault((path, s.document), []).append((s.tokens, to_canonical(s.tags or [], scheme)))
+        for sentence, tagged in tagged_sentences(path, scheme):
+            groups.setdefault((path, sentence.document), []).append(tagged)
     return list(groups.values())
 
 
@@ -92,8 +91,8 @@ def baseline_tags(fold: Fold, model: str) -> list[list[str]]:
 
 def child_env() -> dict[str, str]:
     """One thread per run, W&B off, the platform and tasks of this checkout importable."""
-    path = os.pathsep.join(filter(None, [str(ROOT / "platform"), str(ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+    threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return {**os.environ, "PYTHONPATH": checkout_pythonpath(), **threads, "WANDB_MODE": "disabled"}
 
 
 def tetraformer(args: list[str], log: Path) -> None:

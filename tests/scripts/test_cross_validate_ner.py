@@ -55,6 +55,8 @@ def test_bad_input_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     bad.write_text("anna B-PER\nrome L-LOC\n\n", encoding="utf-8")
     with pytest.raises(SystemExit, match=r"error: .*bad\.conll:2.*L-LOC"):
         cv.main(["--data", str(bad), "--out", str(tmp_path / "cv")])
+    with pytest.raises(SystemExit, match=r"error: .*bad\.conll:2.*L-LOC"):  # documents are checked too
+        cv.main(["--data", str(bad), "--out", str(tmp_path / "cv"), "--unit", "document"])
     good = write_conll(tmp_path / "good.conll", tagged_sentences(5, seed=1))
     with pytest.raises(SystemExit, match="between 3 and the number of units \\(5\\), got 10"):
         cv.main(["--data", str(good), "--out", str(tmp_path / "cv")])

@@ -190,8 +190,8 @@ def tokenizer_command(argv: list[str]) -> None:
     size = args.vocab_size
     if not args.no_vocab_cap:
         texts = training_texts(files, "text", "utf-8")
-        options = (args.lowercase, "--vocab-size", "--no-vocab-cap", chinese_chars)
-        size = cap_vocab_size(texts, args.type, size, len(SPECIAL_VOCAB), *options)
+        options = {"option": "--vocab-size", "opt_out": "--no-vocab-cap", "chinese_chars": chinese_chars}
+        size = cap_vocab_size(texts, args.type, size, len(SPECIAL_VOCAB), args.lowercase, **options)
     tokenizer = train_tokenizer(files, args.type, size, args.output, args.lowercase, chinese_chars=chinese_chars)
     log.info(
         "trained a %s tokenizer with %d tokens on %d files -> %s",
