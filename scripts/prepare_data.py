@@ -62,6 +62,9 @@ from prepare_data_sources import (
     pip_package_dir,
     read_text_any,
 )
+from prepare_data_vectors import spacy_vectors
+
+from tetraformer.data.word_vectors import write_word_vectors
 
 log = logging.getLogger("prepare_data")
 
@@ -367,6 +370,16 @@ def build_japanese_manuals(root: Path, opts: Options) -> Counts:
     return write_bert_splits(root, "ja_manuals", *japanese_manual_documents(opts, held_out))
 
 
+def build_ja_vectors(root: Path, opts: Options) -> Counts:
+    """chiVe's Japanese word vectors (300 dims; 480k words over 20k rows, SudachiDict's words) from the ja_ginza
+    package -> ja_vectors/{vectors.npy,words.tsv}, for --model.word_vectors."""
+    package = pip_package_dir("ja-ginza", "ja_ginza")
+    vocab = pick_file(sorted(package.glob("*/vocab/vectors")), "vocab/vectors", "ja-ginza").parent
+    table, rows = spacy_vectors(vocab)
+    write_word_vectors(root / "ja_vectors", table, rows)
+    return {"ja_vectors/words.tsv": len(rows), "ja_vectors/vectors.npy": len(table)}
+
+
 def build_ner_en(root: Path, opts: Options) -> Counts:
     """English silver NER (PER, LOC) on Gutenberg prose -> ner_en/{train,val,test}.conll, split by book.
 
@@ -451,6 +464,9 @@ REGISTRY: dict[str, Dataset] = {
         build_japanese_manuals,
         ("ja_manuals",),
         "japanese_text without ner_ja's sentences: pretraining for cross-validating the Japanese NER tagger",
+    ),
+    "ja_vectors": Dataset(
+        build_ja_vectors, ("ja_vectors",), "chiVe Japanese word vectors for --model.word_vectors (pip ja-ginza)"
     ),
     "word_senses": Dataset(
         lambda root, opts: build_word_senses(root, opts.seed, cap(opts.limit, TRAIN_PAIRS)),

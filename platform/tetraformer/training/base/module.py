@@ -21,13 +21,14 @@ from tetraformer.core.config import TransformerConfig
 from tetraformer.core.lora import LoRAConfig
 from tetraformer.data.collate import IGNORE_INDEX
 from tetraformer.data.spec import DataSpec
-from tetraformer.errors import TetraformerError, probability
+from tetraformer.errors import ConfigError, TetraformerError, probability
 from tetraformer.files import resolve_source
 from tetraformer.payload import DATA_SPEC_KEY, PAYLOAD_KEY, make_payload, plain
 from tetraformer.training.base.compile import compile_blocks
 from tetraformer.training.base.lora_runs import LoRARun
 from tetraformer.training.base.optim import OptimizerConfig, build_optimizer
 from tetraformer.training.base.run_length import early_stops, schedule_length
+from tetraformer.training.base.word_vectors import WordVectorsConfig, start_from_word_vectors
 from tetraformer.training.callbacks.throughput import batch_rows
 from tetraformer.training.checkpointing.loading import load_weights, starting_point
 from tetraformer.training.checkpointing.stored_spec import stored_spec
@@ -79,6 +80,7 @@ class TaskModule(L.LightningModule):
         label_smoothing: float = 0.0,
         compile: bool = False,  # noqa: A002  (the user-facing option is --model.compile)
         lora: LoRAConfig | None = None,
+        word_vectors: WordVectorsConfig | None = None,
     ) -> None:
         super().__init__()
         probability(self, label_smoothing=label_smoothing)
@@ -87,6 +89,9 @@ class TaskModule(L.LightningModule):
         self.init_from, self.label_smoothing = resolve_source(init_from), label_smoothing
         self.compile_network = compile  # not `self.compile`: that is nn.Module's method
         self.lora = LoRARun(lora)
+        self.word_vectors = word_vectors if word_vectors is not None and word_vectors.path else None
+        if self.word_vectors is not None and self.init_from:
+            raise ConfigError("--model.word_vectors starts a network from scratch; with --model.init_from, drop it")
         self.net: nn.Module | None = None
         self.spec: DataSpec | None = None  # what the data decided (use_spec), or the checkpoint's
         self.tokenizer: Any = None
@@ -172,9 +177,15 @@ class TaskModule(L.LightningModule):
             self.net = self._pretrained_network(self.spec)
         else:
             self.net = self.make_network(self.network_config(self.spec))
+            if self.word_vectors is not None and self._fitting():  # evaluating, a checkpoint's weights follow
+                start_from_word_vectors(self.net, self.tokenizer, self.word_vectors)
         self.lora.adapt(self, self.net)
         if self.compile_network:
             compile_blocks(self.net)
+
+    def _fitting(self) -> bool:
+        """Whether a Trainer is fitting this module (not testing or predicting a checkpoint)."""
+        return self._trainer is not None and str(getattr(self.trainer.state.fn, "value", "")) == "fit"
 
     def _cpu_bf16(self) -> bool:
         """Whether the Trainer runs this module on the CPU in bf16 (bf16-mixed autocast or bf16-true weights)."""
