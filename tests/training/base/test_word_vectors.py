@@ -110,3 +110,24 @@ def test_refusals(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="word_vectors starts a network from scratch"):
         TokenClassification(init_from=str(tmp_path), word_vectors=WordVectorsConfig("x"))
+
+
+def test_frozen_rows_stay_and_the_others_train(tmp_path: Path) -> None:
+    """With `freeze`, AdamW steps leave the vector rows exactly as they started; rows without a vector move."""
+    tokenizer = tokenizer_of(tmp_path)
+    write_word_vectors(tmp_path / "v", np.eye(3, dtype=np.float32), {"tokyo": 0, "osaka": 1, "kyoto": 2})
+    cfg = TransformerConfig(d_model=8, n_heads=2, n_layers=1, d_ff=16, vocab_size=len(tokenizer), max_len=16)
+    net = TextEncoder(cfg)
+    start_from_word_vectors(net, tokenizer, WordVectorsConfig(str(tmp_path / "v"), freeze=True))
+    before = net.embed.tokens.weight.detach().clone()
+    optimizer = torch.optim.AdamW(net.parameters(), lr=0.1, weight_decay=0.0)
+    ids = torch.tensor([tokenizer(" ".join(WORDS))["input_ids"]])
+    for _ in range(3):
+        optimizer.zero_grad()
+        net(ids).last_hidden_state[..., 0].sum().backward()
+        optimizer.step()
+    vocab = tokenizer.get_vocab()
+    after = net.embed.tokens.weight.detach()
+    for word in ("tokyo", "osaka", "kyoto"):
+        assert torch.equal(after[vocab[word]], before[vocab[word]]), word
+    assert not torch.equal(after[vocab["went"]], before[vocab["went"]])

@@ -28,6 +28,7 @@ class WordVectorsConfig:
 
     path: str | None = None  # none: the embedding starts at random, as usual
     std: float = 0.1  # the projected rows are scaled to this standard deviation (random rows have init_std)
+    freeze: bool = False  # the rows that start from vectors stay as they start (the other rows train)
 
     def __post_init__(self) -> None:
         """A positive std: an OptionError names the field."""
@@ -73,8 +74,18 @@ def start_from_word_vectors(net: nn.Module, tokenizer: Any, cfg: WordVectorsConf
     values, kept = projected(vectors.table[rows], embedding.embedding_dim, cfg.std)
     with torch.no_grad():
         embedding.weight[torch.tensor(ids), : values.shape[1]] = torch.from_numpy(values).to(embedding.weight.dtype)
+    if cfg.freeze:
+        keep_rows(embedding, ids)
     _log_coverage(cfg.path, len(ids), named, vectors.dims, values.shape[1], kept)
     return len(ids)
+
+
+def keep_rows(embedding: nn.Embedding, ids: list[int]) -> None:
+    """Zero the gradient of these rows at every backward pass, so they never move (embeddings take no weight
+    decay, and AdamW moves a weight whose gradients were all zero by nothing)."""
+    trains = torch.ones(embedding.num_embeddings, 1)
+    trains[torch.tensor(ids)] = 0.0
+    embedding.weight.register_hook(lambda grad: grad * trains.to(grad.device, grad.dtype))
 
 
 def _found(words: list[str], vectors: WordVectors) -> tuple[list[int], list[int]]:
