@@ -49,10 +49,11 @@ class TokenClassificationData(LabelledData, TextDataModule):
     that many subwords of the text before and after it in its file and document (CoNLL `-DOCSTART-` lines start
     one), unlabelled: document context for tagging. With `mention_copies` K, the training split also holds K copies
     of its sentences in which each entity is swapped, with `mention_replace_prob`, for a random training entity of
-    its type (mention replacement). Each split's sentences (tags as read) and windows live in a row
-    store, built once and reused by later runs. The TextDataModule options (paths, text_field for raw text to
-    predict, encoding, tokenizer_type, vocab_size, tokenizer, cache_dir, num_proc, batch_size, ...) pass through
-    `**kwargs`.
+    its type (mention replacement). The words of `vocab_paths` (unlabelled files, read as text to predict is) train
+    the run's tokenizer beside the training words, so they get pieces of their own. Each split's sentences (tags as
+    read) and windows live in a row store, built once and reused by later runs. The TextDataModule options (paths,
+    text_field for raw text to predict, encoding, tokenizer_type, vocab_size, tokenizer, cache_dir, num_proc,
+    batch_size, ...) pass through `**kwargs`.
     """
 
     store_name = "token_classification"
@@ -72,6 +73,7 @@ class TokenClassificationData(LabelledData, TextDataModule):
         mention_copies: int = 0,
         mention_replace_prob: float = 0.5,
         bucket: bool = False,
+        vocab_paths: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -94,6 +96,7 @@ class TokenClassificationData(LabelledData, TextDataModule):
         self.fixed_labels, self.label_all_subwords = labels, label_all_subwords
         self.max_length, self.stride, self.context, self.bucket = max_length, stride, context, bucket
         self.mention_copies, self.mention_replace_prob = mention_copies, mention_replace_prob
+        self.vocab_paths = list(vocab_paths or [])
         self.vocabulary: LabelVocabulary | None = None
         self.sentences: dict[str, StoreRows] = {}  # by split: its sentences' rows in the store's `sentences` table
 
@@ -108,10 +111,11 @@ class TokenClassificationData(LabelledData, TextDataModule):
 
     # --- tokenizer and stores -----------------------------------------------------------------------
     def prepare_data(self) -> None:
-        """Train the run's tokenizer on the training words unless one is configured or init_from brings one; build
-        the stage's row stores."""
+        """Train the run's tokenizer on the training words (and those of `vocab_paths`) unless one is configured or
+        init_from brings one; build the stage's row stores."""
         if not (self.tokenizer_path or self.init_from):
             sentences = self.read(self.require("train"))
+            sentences += [s for path in self.vocab_paths for s in self.read(path, labelled=False)]
             words = "".join(join_words(s.tokens, self.word_split) + "\n" for s in sentences)
             self.train_run_tokenizer_on(self.run_dir() / "tokenizer_data" / WORDS_FILE, words)
         self.prepare_stores()

@@ -104,3 +104,19 @@ def test_bad_validation_tags_are_one_line_errors(
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("error: ")
     assert re.search(expected, line), line
+
+
+def test_vocab_paths_words_get_pieces_of_their_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A word only `vocab_paths` holds is one piece of the run's tokenizer; without it, it is split. Its tags
+    are not read (a tag the training data lacks is fine)."""
+    monkeypatch.chdir(tmp_path)  # no trainer: the run directory is the working directory
+    train = tmp_path / "train.conll"
+    train.write_text("".join("".join(f"{w}\t{t}\n" for w, t in s) + "\n" for s in tagged_sentences(40, 0)))
+    unlabelled = tmp_path / "more.conll"
+    unlabelled.write_text("zanzibar\tB-ZZZ\nquixotic\tO\n\n" * 3, encoding="utf-8")
+    for paths, whole in (([], False), ([str(unlabelled)], True)):
+        data = TokenClassificationData(
+            train_path=str(train), vocab_size=400, vocab_cap=False, vocab_paths=paths, cache_dir=str(tmp_path / "cache")
+        )
+        data.prepare_data()
+        assert (data.load_run_tokenizer().tokenize("zanzibar") == ["zanzibar"]) == whole, paths
