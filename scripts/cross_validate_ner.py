@@ -9,7 +9,9 @@ python scripts/cross_validate_ner.py --data data/ner_ja/*.conll --folds 10 --out
     --model.init_args.init_from runs/masked_lm_ja_manuals/checkpoints/last.ckpt
 
 Fold k tests on part k of a seeded permutation of the sentences (or documents, `--unit document`), validates
-(checkpoint choice) on part k+1 and trains on the rest. Options the script does not know go to `tetraformer fit`.
+(checkpoint choice) on part k+1 and trains on the rest. Options the script does not know go to `tetraformer fit`;
+`{fold}` in them stands for the fold's folder of CoNLL files (e.g. `--data.init_args.vocab_paths
+[{fold}/val.conll,{fold}/test.conll]`: the words of the fold's unlabelled text join its tokenizer).
 Each run keeps its directory under OUT/fold<k>/, so a rerun reuses the folds already done. Writes
 OUT/results.md and OUT/results.json.
 """
@@ -36,6 +38,7 @@ from hf_side_by_side import checkout_pythonpath  # noqa: E402
 from tetraformer.data import DataError  # noqa: E402
 from tetraformer.data.tag_schemes import canonical_scheme  # noqa: E402
 
+FOLD_FIELD = "{fold}"  # in an option passed to `tetraformer fit`: the fold's folder of CoNLL files
 Unit = list[Tagged]  # one sentence, or a document's sentences
 Fold = dict[str, list[Unit]]  # train / val / test
 
@@ -106,11 +109,13 @@ def tetraformer(args: list[str], log: Path) -> None:
 
 
 def fit_command(run: Path, data: Path, config: Path, seed: int, overrides: list[str]) -> list[str]:
-    """`tetraformer fit` arguments for one fold: its files, run directory and seed, then the user's options; the
-    files are read as IOB2, the scheme they are written in, whatever the source's."""
+    """`tetraformer fit` arguments for one fold: its files, run directory and seed, then the user's options with
+    `{fold}` made the fold's folder; the files are read as IOB2, the scheme they are written in, whatever the
+    source's."""
     paths = [f"--data.init_args.{s}_path={data / f'{s}.conll'}" for s in ("train", "val", "test")]
     fit = ["fit", "-c", str(config), *paths, f"--trainer.default_root_dir={run}", f"--seed_everything={seed}"]
-    return [*fit, "--run.wandb=disabled", *overrides, "--data.init_args.tag_scheme=IOB2"]
+    options = [option.replace(FOLD_FIELD, str(data)) for option in overrides]
+    return [*fit, "--run.wandb=disabled", *options, "--data.init_args.tag_scheme=IOB2"]
 
 
 def fit_fold(run: Path, data: Path, config: Path, seed: int, overrides: list[str]) -> None:

@@ -97,6 +97,14 @@ def test_fit_reads_the_folds_files_as_iob2(tmp_path: Path) -> None:
     assert command[-1] == "--data.init_args.tag_scheme=IOB2"
 
 
+def test_fold_field_names_the_folds_folder(tmp_path: Path) -> None:
+    """`{fold}` in a passed option becomes the fold's folder, in every fold its own."""
+    option = "--data.init_args.vocab_paths=[{fold}/val.conll,{fold}/test.conll]"
+    for k in (0, 1):
+        command = cv.fit_command(tmp_path / "run", tmp_path / f"fold{k}", Path("c.yaml"), 0, [option])
+        assert f"--data.init_args.vocab_paths=[{tmp_path}/fold{k}/val.conll,{tmp_path}/fold{k}/test.conll]" in command
+
+
 def test_paired_difference() -> None:
     """The per-fold difference's mean, standard error and wins."""
     summary = {"a": {"folds": [0.5, 0.6, 0.7]}, "b": {"folds": [0.4, 0.6, 0.5]}}
