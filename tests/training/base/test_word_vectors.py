@@ -131,3 +131,19 @@ def test_frozen_rows_stay_and_the_others_train(tmp_path: Path) -> None:
     for word in ("tokyo", "osaka", "kyoto"):
         assert torch.equal(after[vocab[word]], before[vocab[word]]), word
     assert not torch.equal(after[vocab["went"]], before[vocab["went"]])
+
+
+def test_projection_does_not_depend_on_the_axes_signs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An SVD that returns some axes negated (LAPACK builds may) gives the same start."""
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(30, 5)) * np.array([4, 3, 2, 1, 0.5])
+    rows, _ = projected(vectors, 3, 0.1)
+    svd = np.linalg.svd
+
+    def flipped(a: np.ndarray, full_matrices: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        u, sv, vt = svd(a, full_matrices=full_matrices)
+        signs = np.array([-1.0, 1.0, -1.0, -1.0, 1.0])[: vt.shape[0]]
+        return u * signs, sv, vt * signs[:, None]
+
+    monkeypatch.setattr(np.linalg, "svd", flipped)
+    np.testing.assert_array_equal(projected(vectors, 3, 0.1)[0], rows)

@@ -49,12 +49,13 @@ def token_words(tokenizer: Any) -> list[str]:
 
 
 def projected(vectors: np.ndarray, width: int, std: float) -> tuple[np.ndarray, float]:
-    """(N, D) vectors -> (N, min(D, width)): centred, on their top principal axes, scaled to `std`; with the
-    share of their variance kept."""
+    """(N, D) vectors -> (N, min(D, width)): centred, on their top principal axes (each axis' largest entry
+    positive, so no LAPACK's sign choice changes the start), scaled to `std`; with the share of variance kept."""
     centred = vectors.astype(np.float64) - vectors.mean(axis=0)
     _, singular, axes = np.linalg.svd(centred, full_matrices=False)
     k = min(width, axes.shape[0])
-    rows = centred @ axes[:k].T  # (N, k)
+    axes = axes[:k] * np.sign(axes[np.arange(k), np.abs(axes[:k]).argmax(axis=1)])[:, None]  # signs fixed
+    rows = centred @ axes.T  # (N, k)
     kept = float((singular[:k] ** 2).sum() / max((singular**2).sum(), 1e-12))
     return (rows / max(rows.std(), 1e-12) * std).astype(np.float32), kept
 
