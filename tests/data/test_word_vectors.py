@@ -23,19 +23,21 @@ def test_text_with_header_first_line_of_a_word_wins(tmp_path: Path) -> None:
 
 
 def test_text_without_header_and_trailing_spaces(tmp_path: Path) -> None:
-    """GloVe's files have no header; trailing spaces, CRLF endings and blank lines are fine."""
+    """GloVe's files have no header; trailing spaces, CRLF endings, blank lines and words with spaces are fine."""
     path = tmp_path / "glove.txt"
-    path.write_bytes(b"a 1 2 3 \r\n\r\nb 4 5 6\r\n")
+    path.write_bytes(b"a 1 2 3 \r\n\r\nb 4 5 6\r\n. . . 7 8 9\n")
     vectors = read_word_vectors(path)
-    assert vectors.table.shape == (2, 3)
+    assert vectors.table.shape == (3, 3)
     assert vectors.vector_rows(["b", "zzz", "a", ""]) == ([0, 2], [1, 0])
+    np.testing.assert_array_equal(vectors.table[vectors.rows[". . ."]], [7, 8, 9])
 
 
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [
-        ("a 1 2\nb 1 2 3\n", 2, "expected a word and 2 numbers, found 4 fields"),
+        ("a 1 2\nb 1\n", 2, "expected a word and 2 numbers, found 2 fields"),
         ("a 1 2\nb 1 x\n", 2, "'b' holds something that is not a number"),
+        ("a 1 2\nb c 1 x\n", 2, "'b c' holds something that is not a number"),
         ("lonely\n", 1, "expected a word and its numbers, found one field"),
     ],
 )

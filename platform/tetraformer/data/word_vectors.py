@@ -1,7 +1,9 @@
 """Static word vectors (word2vec, fastText, GloVe, chiVe; spaCy's pruned tables): the reader and its two formats.
 
 - Text: one word per line followed by its numbers, separated by spaces (`.vec`, `.txt`); an optional first
-  line `COUNT DIMS` (word2vec's and fastText's header) is skipped. The first line of a word wins.
+  line `COUNT DIMS` (word2vec's and fastText's header) is skipped; the first vector line sets the count of
+  numbers, and what comes before a line's last numbers is its word (GloVe has words with spaces). The first line
+  of a word wins.
 - A directory holding `vectors.npy` (rows, dims) and `words.tsv` (`word<TAB>row` per line): a table where
   many words share a row, as spaCy's pruned vectors do (`write_word_vectors` writes it).
 """
@@ -74,14 +76,15 @@ def _read_text(path: Path) -> WordVectors:
         dims = dims or len(fields) - 1
         if dims < 1:
             raise DataError("expected a word and its numbers, found one field", path, number)
-        if len(fields) != dims + 1:
+        if len(fields) < dims + 1:
             raise DataError(f"expected a word and {dims} numbers, found {len(fields)} fields", path, number)
+        word = " ".join(fields[:-dims])  # GloVe's 840B file has words with spaces: the last `dims` fields are numbers
         try:
-            vector = np.asarray(fields[1:], dtype=np.float32)
+            vector = np.asarray(fields[-dims:], dtype=np.float32)
         except ValueError:
-            raise DataError(f"the vector of {fields[0]!r} holds something that is not a number", path, number) from None
-        if fields[0] not in words:
-            words[fields[0]] = len(values)
+            raise DataError(f"the vector of {word!r} holds something that is not a number", path, number) from None
+        if word not in words:
+            words[word] = len(values)
             values.append(vector)
     table = np.stack(values) if values else np.zeros((0, 0), np.float32)
     return WordVectors(table, words)
