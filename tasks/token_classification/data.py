@@ -97,6 +97,15 @@ class TokenClassificationData(LabelledData, TextDataModule):
         self.max_length, self.stride, self.context, self.bucket = max_length, stride, context, bucket
         self.mention_copies, self.mention_replace_prob = mention_copies, mention_replace_prob
         self.vocab_paths = list(vocab_paths or [])
+        trains = not self.vocab_paths or not (self.tokenizer_path or self.init_from)
+        require(
+            self,
+            "vocab_paths",
+            vocab_paths,
+            trains,
+            "trains the run's own tokenizer: drop it with --data.tokenizer "
+            "or --model.init_from, whose tokenizer is used as it is",
+        )
         self.vocabulary: LabelVocabulary | None = None
         self.sentences: dict[str, StoreRows] = {}  # by split: its sentences' rows in the store's `sentences` table
 

@@ -120,3 +120,11 @@ def test_vocab_paths_words_get_pieces_of_their_own(tmp_path: Path, monkeypatch: 
         )
         data.prepare_data()
         assert (data.load_run_tokenizer().tokenize("zanzibar") == ["zanzibar"]) == whole, paths
+
+
+def test_vocab_paths_need_a_tokenizer_to_train(tmp_path: Path) -> None:
+    """Beside --data.tokenizer or an init_from source there is no run tokenizer to train: an option error."""
+    for options in ({"tokenizer": str(tmp_path)}, {"init_from": str(tmp_path)}):
+        with pytest.raises(ValueError, match="vocab_paths.*trains the run's own tokenizer"):
+            TokenClassificationData(train_path="t.conll", vocab_paths=["more.conll"], **options)
+    TokenClassificationData(train_path="t.conll", vocab_paths=[], tokenizer=str(tmp_path))
