@@ -99,17 +99,9 @@ def _read_table_dir(path: Path) -> WordVectors:
     if table.ndim != 2:
         raise DataError(f"expected a (rows, dims) table, found shape {table.shape}", path / TABLE_FILE)
     words: dict[str, int] = {}
-    for number, line in enumerate(_text(path / WORDS_FILE).splitlines(), start=1):
-        word, tab, row = line.rpartition("\t")
+    for number, line in iter_lines(path / WORDS_FILE):
+        word, tab, row = line.rstrip("\r\n").rpartition("\t")
         if not tab or not word or not row.isdigit() or int(row) >= len(table):
             raise DataError(f"expected `word<TAB>row` with a row below {len(table)}", path / WORDS_FILE, number)
         words.setdefault(word, int(row))
     return WordVectors(table.astype(np.float32, copy=False), words)
-
-
-def _text(path: Path) -> str:
-    """A UTF-8 file's text; a DataError says where it is not UTF-8."""
-    try:
-        return path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise DataError(f"not UTF-8 at byte {err.start}", path) from None

@@ -185,7 +185,7 @@ class TaskModule(L.LightningModule):
 
     def _fitting(self) -> bool:
         """Whether a Trainer is fitting this module (not testing or predicting a checkpoint)."""
-        return self._trainer is not None and str(getattr(self.trainer.state.fn, "value", "")) == "fit"
+        return self._trainer is not None and self.trainer.state.fn == "fit"
 
     def _cpu_bf16(self) -> bool:
         """Whether the Trainer runs this module on the CPU in bf16 (bf16-mixed autocast or bf16-true weights)."""

@@ -86,7 +86,14 @@ def keep_rows(embedding: nn.Embedding, ids: list[int]) -> None:
     decay, and AdamW moves a weight whose gradients were all zero by nothing)."""
     trains = torch.ones(embedding.num_embeddings, 1)
     trains[torch.tensor(ids)] = 0.0
-    embedding.weight.register_hook(lambda grad: grad * trains.to(grad.device, grad.dtype))
+    placed = {"mask": trains}  # moved to the gradient's device and dtype once, not at every step
+
+    def mask(grad: torch.Tensor) -> torch.Tensor:
+        if placed["mask"].device != grad.device or placed["mask"].dtype != grad.dtype:
+            placed["mask"] = placed["mask"].to(grad.device, grad.dtype)
+        return grad * placed["mask"]
+
+    embedding.weight.register_hook(mask)
 
 
 def _found(words: list[str], vectors: WordVectors) -> tuple[list[int], list[int]]:
