@@ -97,15 +97,6 @@ class TokenClassificationData(LabelledData, TextDataModule):
         self.max_length, self.stride, self.context, self.bucket = max_length, stride, context, bucket
         self.mention_copies, self.mention_replace_prob = mention_copies, mention_replace_prob
         self.vocab_paths = list(vocab_paths or [])
-        trains = not self.vocab_paths or not (self.tokenizer_path or self.init_from)
-        require(
-            self,
-            "vocab_paths",
-            vocab_paths,
-            trains,
-            "trains the run's own tokenizer: drop it with --data.tokenizer "
-            "or --model.init_from, whose tokenizer is used as it is",
-        )
         self.vocabulary: LabelVocabulary | None = None
         self.sentences: dict[str, StoreRows] = {}  # by split: its sentences' rows in the store's `sentences` table
 
@@ -122,6 +113,11 @@ class TokenClassificationData(LabelledData, TextDataModule):
     def prepare_data(self) -> None:
         """Train the run's tokenizer on the training words (and those of `vocab_paths`) unless one is configured or
         init_from brings one; build the stage's row stores."""
+        if (self.tokenizer_path or self.init_from) and self.vocab_paths and self.trainer_stage() == "fit":
+            log.warning(
+                "--data.vocab_paths is not used: it trains the run's own tokenizer, and this run's tokenizer is "
+                "given (--data.tokenizer or --model.init_from) and used as it is"
+            )
         if not (self.tokenizer_path or self.init_from):
             sentences = self.read(self.require("train"))
             sentences += [s for path in self.vocab_paths for s in self.read(path, labelled=False)]

@@ -10,6 +10,7 @@ import pytest
 
 from tasks.token_classification.data import TokenClassificationData, scheme_tags
 from tests.tasks.token_classification.conftest import tagged_sentences
+from tetraformer.cli import main
 from tetraformer.data import DataError, train_tokenizer
 from tetraformer.data.collate import IGNORE_INDEX
 
@@ -122,9 +123,30 @@ def test_vocab_paths_words_get_pieces_of_their_own(tmp_path: Path, monkeypatch: 
         assert (data.load_run_tokenizer().tokenize("zanzibar") == ["zanzibar"]) == whole, paths
 
 
-def test_vocab_paths_need_a_tokenizer_to_train(tmp_path: Path) -> None:
-    """Beside --data.tokenizer or an init_from source there is no run tokenizer to train: an option error."""
-    for options in ({"tokenizer": str(tmp_path)}, {"init_from": str(tmp_path)}):
-        with pytest.raises(ValueError, match="vocab_paths.*trains the run's own tokenizer"):
-            TokenClassificationData(train_path="t.conll", vocab_paths=["more.conll"], **options)
-    TokenClassificationData(train_path="t.conll", vocab_paths=[], tokenizer=str(tmp_path))
+def test_vocab_paths_beside_a_given_tokenizer_are_unused_with_a_warning(
+    tmp_path: Path, tokenizer_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Beside --data.tokenizer there is no run tokenizer to train: fitting says vocab_paths goes unused, once."""
+    train = tmp_path / "train.conll"
+    train.write_text("".join("".join(f"{w}\t{t}\n" for w, t in s) + "\n" for s in tagged_sentences(20, 0)))
+    data = TokenClassificationData(
+        train_path=str(train), vocab_paths=[str(train)], tokenizer=str(tokenizer_dir), cache_dir=str(tmp_path / "c")
+    )
+    with caplog.at_level("WARNING"):
+        data.prepare_data()  # no Trainer: what `tetraformer prepare` does before a fit
+    assert [r.getMessage() for r in caplog.records if "vocab_paths is not used" in r.getMessage()], caplog.text
+
+
+def test_a_checkpoint_fitted_with_vocab_paths_is_tested_and_predicted(
+    run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path
+) -> None:
+    """`test` and `predict` hand the checkpoint's tokenizer to data options that hold vocab_paths: they run."""
+    paths = {"train_path": str(splits["train"]), "val_path": str(splits["val"])}
+    run = run_cli("fit", "--trainer.max_steps", "2", vocab_paths=[str(splits["test"])], **paths)
+    ckpt = str(run / "checkpoints" / "last.ckpt")
+    common = ["--ckpt_path", ckpt, "--run.wandb", "disabled", "--trainer.default_root_dir", str(tmp_path / "e")]
+    main(["test", "--data.test_path", str(splits["test"]), *common])
+    main(["predict", "--data.predict_path", str(splits["test"]), *common])
+    written = tmp_path / "e" / "eval" / "predict-1" / "predictions.jsonl"
+    assert len(written.read_text(encoding="utf-8").splitlines()) == 60
+    assert (tmp_path / "e" / "eval" / "test-1" / "reports" / "test_entities.csv").is_file()

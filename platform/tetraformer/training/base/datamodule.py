@@ -130,13 +130,18 @@ class TaskDataModule(L.LightningDataModule):
         """The run's output directory (the Trainer's default_root_dir)."""
         return Path(self.trainer.default_root_dir if self.trainer is not None else ".")
 
+    def trainer_stage(self) -> str:
+        """What the Trainer runs (fit, validate, test, predict); fit without one (`tetraformer prepare`)."""
+        fn = self.trainer.state.fn if self.trainer is not None else None
+        return str(getattr(fn, "value", fn or "fit"))
+
     def require(self, split: str) -> str:
         """The path of a split (train, test, predict), or a ConfigError naming the flag that sets it."""
         split = str(getattr(split, "value", split))  # Lightning's stages are TrainerFn, a str Enum: "predict"
         path = {"train": self.train_path, "test": self.test_path, "predict": self.predict_path}[split]
         if path:
             return path
-        validating = self.trainer is not None and self.trainer.state.fn == "validate"
+        validating = self.trainer is not None and self.trainer_stage() == "validate"
         if split == "train" and validating and not self.val_path:  # validate reads val, else train's held-out share
             raise ConfigError(
                 "no validation data: set --data.val_path to a file, a directory or a glob (or --data.train_path: "

@@ -87,8 +87,7 @@ class TextDataModule(TaskDataModule):
 
     def prepare_stores(self) -> None:
         """Build the row stores of the stage the trainer runs (fit without one: `tetraformer prepare`)."""
-        fn = self.trainer.state.fn if self.trainer is not None else None
-        self.stores(str(getattr(fn, "value", fn or "fit")))
+        self.stores(self.trainer_stage())
 
     def read_stored_splits(
         self, stage: str, view: Callable[[str, str, RowStore], Any], into: MutableMapping[str, Any] | None = None
