@@ -66,3 +66,13 @@ def test_keeping_chinese_chars_is_recorded_and_retrains(
     prepare_run_tokenizer(tmp_path, [corpus], "wordpiece", 60, "text", "utf-8", chinese_chars=False)
     assert json.loads((tmp_path / RECORD).read_text())["tokenize_chinese_chars"] is False
     assert "tokenize_chinese_chars changed since it was trained" in caplog.text
+
+
+def test_zero_digits_is_recorded_and_retrains(tmp_path: Path, corpus: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """zero_digits on is recorded (off, the default, is not: older records match) and a change retrains."""
+    caplog.set_level(logging.WARNING)
+    prepare_run_tokenizer(tmp_path, [corpus], "wordpiece", 60, "text", "utf-8")
+    assert "zero_digits" not in json.loads((tmp_path / RECORD).read_text())
+    prepare_run_tokenizer(tmp_path, [corpus], "wordpiece", 60, "text", "utf-8", zero_digits=True)
+    assert json.loads((tmp_path / RECORD).read_text())["zero_digits"] is True
+    assert "zero_digits changed since it was trained" in caplog.text

@@ -183,6 +183,26 @@ def test_chinese_chars_kept_in_their_words(tmp_path) -> None:
     assert kept.tokenize("社主") == ["社", "##主"]  # an unseen word: its second kanji continues it
 
 
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe", "unigram", "char"])
+def test_zero_digits_make_numbers_share_pieces_by_length(kind, tmp_path) -> None:
+    """With zero_digits every digit (full-width too) is read as 0, in training and after loading: numbers of one
+    length encode alike, a number never seen in training is no rarer than one seen, and offsets still point into
+    the original text."""
+    corpus = tmp_path / "dates.txt"
+    corpus.write_text("on 23 may 2005 and 19 june 1998 .\n" * 30, encoding="utf-8")
+    train_tokenizer(corpus, kind, 300, tmp_path / "tok", zero_digits=True)
+    tok = load_tokenizer(tmp_path / "tok")
+    assert tok.tokenize("on 23 may 2005") == tok.tokenize("on 71 may 3164") == tok.tokenize("on ７１ may 3164")
+    assert tok.unk_token not in tok.tokenize("on 71 may 3164")
+    text = "on ７１ may"
+    encoded = tok(text, return_offsets_mapping=True, add_special_tokens=False)
+    pieces = tok.convert_ids_to_tokens(encoded["input_ids"])
+    numbers = [text[a:b] for piece, (a, b) in zip(pieces, encoded["offset_mapping"], strict=True) if "0" in piece]
+    assert "".join(numbers).strip() == "７１"  # the "0" pieces point at the full-width digits they were read from
+    plain = train_tokenizer(corpus, kind, 300, tmp_path / "plain")
+    assert plain.tokenize("on 23 may") != plain.tokenize("on 71 may")
+
+
 @pytest.mark.parametrize("kind", ["bpe", "unigram", "char"])
 def test_keeping_chinese_chars_is_wordpiece_only(kind, corpus, tmp_path) -> None:
     """The other kinds never split CJK ideographs apart: asking them to keep them together is an error."""

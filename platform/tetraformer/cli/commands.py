@@ -176,6 +176,9 @@ def tokenizer_command(argv: list[str]) -> None:
         action="store_true",
         help="wordpiece: keep CJK ideographs inside their words (text split into words, e.g. Japanese morphemes)",
     )
+    train.add_argument(
+        "--zero-digits", action="store_true", help="read every digit as 0, so numbers share pieces by their length"
+    )
     train.add_argument("--output", type=Path, required=True, help="directory for tokenizer.json and HF files")
     args = parser.parse_args(argv)
     if args.no_tokenize_chinese_chars and args.type != "wordpiece":
@@ -191,8 +194,10 @@ def tokenizer_command(argv: list[str]) -> None:
     if not args.no_vocab_cap:
         texts = training_texts(files, "text", "utf-8")
         options = {"option": "--vocab-size", "opt_out": "--no-vocab-cap", "chinese_chars": chinese_chars}
+        options["zero_digits"] = args.zero_digits
         size = cap_vocab_size(texts, args.type, size, len(SPECIAL_VOCAB), args.lowercase, **options)
-    tokenizer = train_tokenizer(files, args.type, size, args.output, args.lowercase, chinese_chars=chinese_chars)
+    settings = {"chinese_chars": chinese_chars, "zero_digits": args.zero_digits}
+    tokenizer = train_tokenizer(files, args.type, size, args.output, args.lowercase, **settings)
     log.info(
         "trained a %s tokenizer with %d tokens on %d files -> %s",
         args.type,

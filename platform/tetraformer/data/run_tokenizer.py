@@ -22,12 +22,14 @@ def training_record(
     extra_ids: int = 0,
     vocab_cap: bool = True,
     chinese_chars: bool = True,
+    zero_digits: bool = False,
     **read_options: Any,
 ) -> dict:
     """What a tokenizer is trained from: its settings, read options and each file's path, size and mtime.
 
     The settings are type, vocabulary size, sentinels and the vocabulary cap; `extra_ids` is recorded only when
-    there are sentinels and `vocab_cap` and `tokenize_chinese_chars` only when off, so the records written before
+    there are sentinels, `vocab_cap` and `tokenize_chinese_chars` only when off and `zero_digits` only when on, so
+    the records written before
     they existed still match (a run trained before the cap keeps its vocabulary on resume).
     """
     stats = [(str(Path(f).resolve()), Path(f).stat()) for f in files]
@@ -37,6 +39,7 @@ def training_record(
         **({"extra_ids": extra_ids} if extra_ids else {}),
         **({} if vocab_cap else {"vocab_cap": False}),
         **({} if chinese_chars else {"tokenize_chinese_chars": False}),
+        **({"zero_digits": True} if zero_digits else {}),
         **read_options,
         "files": [[path, stat.st_size, stat.st_mtime_ns] for path, stat in stats],
     }
@@ -52,17 +55,17 @@ def prepare_run_tokenizer(
     extra_ids: int = 0,
     vocab_cap: bool = True,
     chinese_chars: bool = True,
+    zero_digits: bool = False,
 ) -> None:
     """Reuse the tokenizer in `directory` if it was trained with these settings and files, else (re)train it.
 
     `extra_ids` reserves that many T5 sentinels (<extra_id_0>, ...) for span corruption. With `vocab_cap`, a
     vocab_size larger than the text supports is capped (data/vocab_cap.py, one warning line) and the size it was
     capped to recorded; the same files give the same cap, and a resumed run reuses the saved tokenizer uncounted.
-    `chinese_chars` False keeps CJK ideographs inside their words (WordPiece).
+    `chinese_chars` False keeps CJK ideographs inside their words (WordPiece); `zero_digits` reads digits as 0.
     """
-    record = training_record(
-        files, kind, vocab_size, extra_ids, vocab_cap, chinese_chars, field=field, encoding=encoding
-    )
+    settings = {"chinese_chars": chinese_chars, "zero_digits": zero_digits}
+    record = training_record(files, kind, vocab_size, extra_ids, vocab_cap, **settings, field=field, encoding=encoding)
     if (directory / "tokenizer.json").is_file():
         previous = _read_record(directory)
         if previous is None:  # written before records existed: keep it, a resumed run needs its vocabulary
@@ -77,11 +80,9 @@ def prepare_run_tokenizer(
     size = vocab_size
     if vocab_cap:
         texts = training_texts(files, field, encoding)
-        size = cap_vocab_size(texts, kind, vocab_size, len(SPECIAL_VOCAB) + extra_ids, chinese_chars=chinese_chars)
+        size = cap_vocab_size(texts, kind, vocab_size, len(SPECIAL_VOCAB) + extra_ids, **settings)
     log.info("training a %s tokenizer (vocab %d) on %d file(s)", kind, size, len(files))
-    train_tokenizer(
-        files, kind, size, directory, field=field, encoding=encoding, extra_ids=extra_ids, chinese_chars=chinese_chars
-    )
+    train_tokenizer(files, kind, size, directory, field=field, encoding=encoding, extra_ids=extra_ids, **settings)
     facts = {CAPPED: size} if size < vocab_size else {}
     (directory / RECORD).write_text(json.dumps({**record, **facts}, indent=1) + "\n", encoding="utf-8")
 

@@ -46,6 +46,7 @@ _KNOWN_SPECIALS = {
 }
 _HF_TOKENIZER_FILES = ("tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model", "tokenizer.model")
 _BYTE_ALPHABET = pre_tokenizers.ByteLevel.alphabet()
+DIGIT = r"\p{Nd}"  # a decimal digit of any script (Oniguruma's Unicode class)
 
 
 def train_tokenizer(
@@ -58,17 +59,19 @@ def train_tokenizer(
     encoding: str = "utf-8",
     extra_ids: int = 0,
     chinese_chars: bool = True,
+    zero_digits: bool = False,
 ) -> PreTrainedTokenizerFast:
     """Train a tokenizer on text files (JSONL/JSON/CSV/TSV: their `field`) and save it to output_dir.
 
     `extra_ids` > 0 reserves T5's sentinels <extra_id_0> .. <extra_id_{n-1}> as special tokens (ids 5, 6, ...
     right after SPECIAL_VOCAB, counted in vocab_size): never split, never learned from the text. `chinese_chars`
-    False keeps CJK ideographs inside their words (WordPiece only; see `_wordpiece`).
+    False keeps CJK ideographs inside their words (WordPiece only; see `_wordpiece`). `zero_digits` reads every
+    decimal digit as 0 (`read_digits_as_zero`), in training and in every later encoding.
     """
     if extra_ids < 0:
         raise ValueError(f"extra_ids must be >= 0, got {extra_ids}")
     sentinels = [SENTINEL.format(i) for i in range(extra_ids)]
-    backend, trainer = _untrained(kind, vocab_size, lowercase, SPECIAL_VOCAB + sentinels, chinese_chars)
+    backend, trainer = _untrained(kind, vocab_size, lowercase, SPECIAL_VOCAB + sentinels, chinese_chars, zero_digits)
     backend.train_from_iterator(training_texts(resolve_files(files), field, encoding), trainer=trainer)
     backend.post_processor = _special_template(kind)
     extra = {"additional_special_tokens": sentinels} if sentinels else {}
@@ -167,10 +170,10 @@ def training_texts(paths: list[Path], field: str, encoding: str) -> Iterator[str
 
 
 def word_splitter(
-    kind: TokenizerKind, lowercase: bool = False, chinese_chars: bool = True
+    kind: TokenizerKind, lowercase: bool = False, chinese_chars: bool = True, zero_digits: bool = False
 ) -> Callable[[str], list[str]]:
     """The words a trainer of this kind learns pieces from: its normaliser, then its pre-tokenizer, on a text."""
-    backend, _ = _untrained(kind, 1 << 16, lowercase, SPECIAL_VOCAB, chinese_chars)
+    backend, _ = _untrained(kind, 1 << 16, lowercase, SPECIAL_VOCAB, chinese_chars, zero_digits)
     normalizer, pre_tokenizer = backend.normalizer, backend.pre_tokenizer
 
     def split(text: str) -> list[str]:
@@ -181,18 +184,35 @@ def word_splitter(
 
 
 def _untrained(
-    kind: TokenizerKind, vocab_size: int, lowercase: bool, specials: list[str], chinese_chars: bool = True
+    kind: TokenizerKind,
+    vocab_size: int,
+    lowercase: bool,
+    specials: list[str],
+    chinese_chars: bool = True,
+    zero_digits: bool = False,
 ) -> tuple[Tokenizer, trainers.Trainer]:
     """An untrained tokenizer pipeline and its trainer for one kind, reserving `specials` first."""
     check_choice("tokenizer kind", kind, TokenizerKind)
     if kind == "wordpiece":
-        return _wordpiece(vocab_size, lowercase, specials, chinese_chars)
-    if not chinese_chars:
+        tokenizer, trainer = _wordpiece(vocab_size, lowercase, specials, chinese_chars)
+    elif not chinese_chars:
         raise ValueError(
             f"keeping Chinese characters together is a WordPiece setting; a {kind} tokenizer never splits them"
         )
-    builders = {"bpe": _bpe, "unigram": _unigram, "char": _char}
-    return builders[kind](vocab_size, lowercase, specials)
+    else:
+        builders = {"bpe": _bpe, "unigram": _unigram, "char": _char}
+        tokenizer, trainer = builders[kind](vocab_size, lowercase, specials)
+    if zero_digits:
+        read_digits_as_zero(tokenizer)
+    return tokenizer, trainer
+
+
+def read_digits_as_zero(tokenizer: Tokenizer) -> None:
+    """Append a normaliser step that makes every decimal digit (any script's: "7", "７") a "0": numbers share their
+    pieces by length ("2005" and "1998" are both "0000"), as NER taggers since Lample et al. (2016) read them.
+    One character for one, so offsets still point into the original text."""
+    steps = [tokenizer.normalizer] if tokenizer.normalizer is not None else []
+    tokenizer.normalizer = normalizers.Sequence([*steps, normalizers.Replace(Regex(DIGIT), "0")])
 
 
 def _bpe(vocab_size: int, lowercase: bool, specials: list[str]) -> tuple[Tokenizer, trainers.Trainer]:

@@ -86,6 +86,7 @@ def cap_vocab_size(
     option: str = "data.vocab_size",
     opt_out: str = "--data.vocab_cap false",
     chinese_chars: bool = True,
+    zero_digits: bool = False,
 ) -> int:
     """`vocab_size`, or the smaller size the texts support (one warning line naming `option`, the sizes and why).
 
@@ -95,7 +96,7 @@ def cap_vocab_size(
         return vocab_size
     inventory = text_inventory(
         texts,
-        word_splitter(kind, lowercase, chinese_chars),
+        word_splitter(kind, lowercase, chinese_chars, zero_digits),
         lambda inv: supported_vocab_size(inv, kind, specials) >= vocab_size,
     )
     cap = supported_vocab_size(inventory, kind, specials)

@@ -23,7 +23,8 @@ class TextDataModule(TaskDataModule):
     `vocab_size` is a ceiling: with `vocab_cap` (the default) a size the training text cannot support (too few
     words it repeats) is capped, with one warning line (data/vocab_cap.py); `--data.vocab_cap false` keeps it.
     `tokenize_chinese_chars` false keeps CJK ideographs inside their words in a WordPiece tokenizer (text already
-    split into words, e.g. Japanese morphemes), as BERT's option of that name does.
+    split into words, e.g. Japanese morphemes), as BERT's option of that name does. `zero_digits` makes the run
+    tokenizer read every digit as 0 (numbers share pieces by length: "23 日" and "19 日" look alike).
 
     These options, with the TaskDataModule's (paths, tokenizer, batch_size, num_workers, val_fraction, seed), reach
     it through a task's `**kwargs`, so they stay `--data.text_field` etc. A task whose default differs (a
@@ -46,6 +47,7 @@ class TextDataModule(TaskDataModule):
         vocab_size: int = 8000,
         vocab_cap: bool = True,
         tokenize_chinese_chars: bool = True,
+        zero_digits: bool = False,
         cache_dir: str | None = None,
         num_proc: int = 1,
         **kwargs: Any,
@@ -58,6 +60,7 @@ class TextDataModule(TaskDataModule):
         self.text_field, self.encoding = text_field, encoding
         self.tokenizer_type, self.vocab_size, self.vocab_cap = tokenizer_type, vocab_size, vocab_cap
         self.cache_dir, self.num_proc, self.tokenize_chinese_chars = cache_dir, num_proc, tokenize_chinese_chars
+        self.zero_digits = zero_digits
         self._row_stores: dict[tuple[str, str], RowStore] = {}  # by split and path, once opened in this process
 
     def train_run_tokenizer(
@@ -67,8 +70,8 @@ class TextDataModule(TaskDataModule):
         are the same; `extra_ids` reserves T5 sentinels. Rank 0 only (data/run_tokenizer.py records them)."""
         directory, kind, size = self.tokenizer_dir(), self.tokenizer_type, self.vocab_size
         field, encoding = field or self.text_field, encoding or self.encoding
-        chinese_chars = self.tokenize_chinese_chars
-        prepare_run_tokenizer(directory, files, kind, size, field, encoding, extra_ids, self.vocab_cap, chinese_chars)
+        settings = {"chinese_chars": self.tokenize_chinese_chars, "zero_digits": self.zero_digits}
+        prepare_run_tokenizer(directory, files, kind, size, field, encoding, extra_ids, self.vocab_cap, **settings)
 
     def train_run_tokenizer_on(self, corpus: Path, text: str, extra_ids: int = 0) -> None:
         """Train the run's tokenizer on `text`, kept as a UTF-8 corpus file rewritten only when the text changes."""
