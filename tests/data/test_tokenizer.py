@@ -222,3 +222,14 @@ def test_tokenizer_command_keeps_chinese_chars_when_told(tmp_path) -> None:
     assert load_tokenizer(tmp_path / "kept").tokenize("社会 民主") == ["社会", "民主"]
     with pytest.raises(ConfigError, match="--no-tokenize-chinese-chars needs --type wordpiece, not bpe"):
         tokenizer_command([*args, "--type", "bpe", "--output", str(tmp_path / "bpe")])
+
+
+def test_tokenizer_command_reads_digits_as_zero_when_told(tmp_path) -> None:
+    """`tetraformer tokenizer train --zero-digits` saves a tokenizer that reads any number as its zeros."""
+    from tetraformer.cli.commands import tokenizer_command
+
+    corpus = tmp_path / "dates.txt"
+    corpus.write_text("on 23 may 2005 .\n" * 20, encoding="utf-8")
+    args = ["train", "--input", str(corpus), "--vocab-size", "200", "--type", "wordpiece"]
+    tokenizer_command([*args, "--zero-digits", "--output", str(tmp_path / "zero")])
+    assert load_tokenizer(tmp_path / "zero").tokenize("on 71 may 3164") == ["on", "00", "may", "0000"]
