@@ -56,23 +56,18 @@ def test_same_extra_ids_reuse_the_tokenizer(tmp_path: Path, corpus: Path) -> Non
     assert (tmp_path / "tokenizer.json").stat().st_mtime_ns == written
 
 
-def test_keeping_chinese_chars_is_recorded_and_retrains(
-    tmp_path: Path, corpus: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    ("option", "key", "value"),
+    [("chinese_chars", "tokenize_chinese_chars", False), ("zero_digits", "zero_digits", True)],
+)
+def test_normaliser_settings_are_recorded_and_retrain(
+    tmp_path: Path, corpus: Path, caplog: pytest.LogCaptureFixture, option: str, key: str, value: bool
 ) -> None:
-    """tokenize_chinese_chars off is recorded (on, the default, is not: older records match) and a change retrains."""
+    """A setting away from its default is recorded (the default is not: older records match) and a change
+    retrains: kanji kept in their words, digits read as 0."""
     caplog.set_level(logging.WARNING)
     prepare_run_tokenizer(tmp_path, [corpus], "wordpiece", 60, "text", "utf-8")
-    assert "tokenize_chinese_chars" not in json.loads((tmp_path / RECORD).read_text())
-    prepare_run_tokenizer(tmp_path, [corpus], "wordpiece", 60, "text", "utf-8", chinese_chars=False)
-    assert json.loads((tmp_path / RECORD).read_text())["tokenize_chinese_chars"] is False
-    assert "tokenize_chinese_chars changed since it was trained" in caplog.text
-
-
-def test_zero_digits_is_recorded_and_retrains(tmp_path: Path, corpus: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """zero_digits on is recorded (off, the default, is not: older records match) and a change retrains."""
-    caplog.set_level(logging.WARNING)
-    prepare_run_tokenizer(tmp_path, [corpus], "wordpiece", 60, "text", "utf-8")
-    assert "zero_digits" not in json.loads((tmp_path / RECORD).read_text())
-    prepare_run_tokenizer(tmp_path, [corpus], "wordpiece", 60, "text", "utf-8", zero_digits=True)
-    assert json.loads((tmp_path / RECORD).read_text())["zero_digits"] is True
-    assert "zero_digits changed since it was trained" in caplog.text
+    assert key not in json.loads((tmp_path / RECORD).read_text())
+    prepare_run_tokenizer(tmp_path, [corpus], "wordpiece", 60, "text", "utf-8", **{option: value})
+    assert json.loads((tmp_path / RECORD).read_text())[key] is value
+    assert f"{key} changed since it was trained" in caplog.text
