@@ -29,8 +29,8 @@ def training_record(
 
     The settings are type, vocabulary size, sentinels and the vocabulary cap; `extra_ids` is recorded only when
     there are sentinels, `vocab_cap` and `tokenize_chinese_chars` only when off and `zero_digits` only when on, so
-    the records written before
-    they existed still match (a run trained before the cap keeps its vocabulary on resume).
+    the records written before they existed still match (a run trained before the cap keeps its vocabulary on
+    resume).
     """
     stats = [(str(Path(f).resolve()), Path(f).stat()) for f in files]
     return {

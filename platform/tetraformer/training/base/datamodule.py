@@ -141,8 +141,8 @@ class TaskDataModule(L.LightningDataModule):
         path = {"train": self.train_path, "test": self.test_path, "predict": self.predict_path}[split]
         if path:
             return path
-        validating = self.trainer is not None and self.trainer_stage() == "validate"
-        if split == "train" and validating and not self.val_path:  # validate reads val, else train's held-out share
+        validating = self.trainer_stage() == "validate"  # validate reads val, else train's held-out share
+        if split == "train" and validating and not self.val_path:
             raise ConfigError(
                 "no validation data: set --data.val_path to a file, a directory or a glob (or --data.train_path: "
                 "its held-out --data.val_fraction is validated)"
