@@ -113,12 +113,13 @@ class TokenClassificationData(LabelledData, TextDataModule):
     def prepare_data(self) -> None:
         """Train the run's tokenizer on the training words (and those of `vocab_paths`) unless one is configured or
         init_from brings one; build the stage's row stores."""
-        if (self.tokenizer_path or self.init_from) and self.vocab_paths and self.trainer_stage() == "fit":
+        given = self.tokenizer_path or self.init_from
+        if given and self.vocab_paths and self.trainer_stage() == "fit":
             log.warning(
                 "--data.vocab_paths is not used: it trains the run's own tokenizer, and this run's tokenizer is "
                 "given (--data.tokenizer or --model.init_from) and used as it is"
             )
-        if not (self.tokenizer_path or self.init_from):
+        if not given:
             sentences = self.read(self.require("train"))
             sentences += [s for path in self.vocab_paths for s in self.read(path, labelled=False)]
             words = "".join(join_words(s.tokens, self.word_split) + "\n" for s in sentences)

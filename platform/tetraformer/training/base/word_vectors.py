@@ -83,17 +83,12 @@ def start_from_word_vectors(net: nn.Module, tokenizer: Any, cfg: WordVectorsConf
 
 def keep_rows(embedding: nn.Embedding, ids: list[int]) -> None:
     """Zero the gradient of these rows at every backward pass, so they never move (embeddings take no weight
-    decay, and AdamW moves a weight whose gradients were all zero by nothing)."""
-    trains = torch.ones(embedding.num_embeddings, 1)
+    decay, and AdamW moves a weight whose gradients were all zero by nothing). The mask is a buffer of the
+    embedding (not saved), so it moves to the weight's device and dtype with the module."""
+    trains = torch.ones(embedding.num_embeddings, 1, dtype=embedding.weight.dtype, device=embedding.weight.device)
     trains[torch.tensor(ids)] = 0.0
-    placed = {"mask": trains}  # moved to the gradient's device and dtype once, not at every step
-
-    def mask(grad: torch.Tensor) -> torch.Tensor:
-        if placed["mask"].device != grad.device or placed["mask"].dtype != grad.dtype:
-            placed["mask"] = placed["mask"].to(grad.device, grad.dtype)
-        return grad * placed["mask"]
-
-    embedding.weight.register_hook(mask)
+    embedding.register_buffer("trains", trains, persistent=False)
+    embedding.weight.register_hook(lambda grad: grad * embedding.trains)
 
 
 def _found(words: list[str], vectors: WordVectors) -> tuple[list[int], list[int]]:
