@@ -16,6 +16,7 @@ from tetraformer.data.errors import DataError, check_choice
 from tetraformer.data.files import FileSpec, resolve_files
 from tetraformer.data.lines import iter_lines
 from tetraformer.data.text import iter_documents, text_format
+from tetraformer.data.wordpiece_trainer import train_wordpiece
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +72,13 @@ def train_tokenizer(
     if extra_ids < 0:
         raise ValueError(f"extra_ids must be >= 0, got {extra_ids}")
     sentinels = [SENTINEL.format(i) for i in range(extra_ids)]
-    backend, trainer = _untrained(kind, vocab_size, lowercase, SPECIAL_VOCAB + sentinels, chinese_chars, zero_digits)
-    backend.train_from_iterator(training_texts(resolve_files(files), field, encoding), trainer=trainer)
+    specials = SPECIAL_VOCAB + sentinels
+    backend, trainer = _untrained(kind, vocab_size, lowercase, specials, chinese_chars, zero_digits)
+    paths = resolve_files(files)
+    if trainer is None:  # WordPiece: trained repeatably (`wordpiece_trainer`)
+        train_wordpiece(backend, lambda: training_texts(paths, field, encoding), vocab_size, specials)
+    else:
+        backend.train_from_iterator(training_texts(paths, field, encoding), trainer=trainer)
     backend.post_processor = _special_template(kind)
     extra = {"additional_special_tokens": sentinels} if sentinels else {}
     tokenizer = PreTrainedTokenizerFast(
@@ -190,11 +196,12 @@ def _untrained(
     specials: list[str],
     chinese_chars: bool = True,
     zero_digits: bool = False,
-) -> tuple[Tokenizer, trainers.Trainer]:
-    """An untrained tokenizer pipeline and its trainer for one kind, reserving `specials` first."""
+) -> tuple[Tokenizer, trainers.Trainer | None]:
+    """An untrained tokenizer pipeline and its trainer for one kind, reserving `specials` first; no trainer for
+    WordPiece, which `train_wordpiece` trains."""
     check_choice("tokenizer kind", kind, TokenizerKind)
     if kind == "wordpiece":
-        tokenizer, trainer = _wordpiece(vocab_size, lowercase, specials, chinese_chars)
+        tokenizer, trainer = _wordpiece(lowercase, chinese_chars), None
     elif not chinese_chars:
         raise ValueError(
             f"keeping Chinese characters together is a WordPiece setting; a {kind} tokenizer never splits them"
@@ -233,9 +240,7 @@ def _bpe(vocab_size: int, lowercase: bool, specials: list[str]) -> tuple[Tokeniz
     return tokenizer, trainer
 
 
-def _wordpiece(
-    vocab_size: int, lowercase: bool, specials: list[str], chinese_chars: bool = True
-) -> tuple[Tokenizer, trainers.Trainer]:
+def _wordpiece(lowercase: bool, chinese_chars: bool = True) -> Tokenizer:
     """WordPiece with BERT's normaliser and pre-tokenizer (whitespace is not kept). The normaliser puts each CJK
     ideograph apart, as a word of its own (BERT's `tokenize_chinese_chars`); `chinese_chars` False keeps them in
     their words, so a kanji after a word's first piece is `##`-marked, as Japanese BERTs over MeCab words do."""
@@ -243,8 +248,7 @@ def _wordpiece(
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase, handle_chinese_chars=chinese_chars)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False)
-    return tokenizer, trainer
+    return tokenizer
 
 
 def _unigram(vocab_size: int, lowercase: bool, specials: list[str]) -> tuple[Tokenizer, trainers.Trainer]:

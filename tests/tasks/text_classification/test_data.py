@@ -30,13 +30,13 @@ def test_pairs_get_segment_ids(tokenizer_dir: Path, tmp_path: Path) -> None:
     """`<s> a </s> b </s>`: segment 0 up to the first separator, 1 after it; batches pad to the longest row."""
     path = write_jsonl(
         tmp_path / "pairs.jsonl",
-        [{"q": "the goal", "a": "bank and more", "label": "x"}, {"q": "soup", "a": "a", "label": "y"}],
+        [{"q": "the news", "a": "bank and more", "label": "x"}, {"q": "soup", "a": "a", "label": "y"}],
     )
     module = data(tokenizer_dir, train_path=str(path), val_path=str(path), text_field="q", text_pair_field="a")
     module.setup("fit")
     row = module.datasets["train"][0]
     tokens = module.tokenizer.convert_ids_to_tokens(row["input_ids"])
-    assert tokens == ["<s>", "the", "goal", "</s>", "bank", "and", "more", "</s>"]
+    assert tokens == ["<s>", "the", "news", "</s>", "bank", "and", "more", "</s>"]
     assert row["token_type_ids"] == [0, 0, 0, 0, 1, 1, 1, 1]
     batch = module.collate(module.datasets["train"])
     assert batch["input_ids"].shape == (2, 8) and batch["attention_mask"][1].sum() == 5
@@ -62,7 +62,7 @@ def test_long_rows_truncated_with_one_warning(
     tokenizer_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Rows over max_length are cut to it (specials kept); one warning gives the count."""
-    rows = [{"text": "the " * 30, "label": "a"}, {"text": "goal", "label": "b"}, {"text": "a " * 20, "label": "a"}]
+    rows = [{"text": "the " * 30, "label": "a"}, {"text": "news", "label": "b"}, {"text": "a " * 20, "label": "a"}]
     path = write_csv(tmp_path / "long.csv", rows)
     module = data(tokenizer_dir, train_path=str(path), val_path=str(path), max_length=10)
     with caplog.at_level(logging.WARNING):
