@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
 from tasks.token_classification.data import TokenClassificationData, scheme_tags
 from tests.tasks.token_classification.conftest import tagged_sentences
@@ -150,3 +151,16 @@ def test_a_checkpoint_fitted_with_vocab_paths_is_tested_and_predicted(
     written = tmp_path / "e" / "eval" / "predict-1" / "predictions.jsonl"
     assert len(written.read_text(encoding="utf-8").splitlines()) == 60
     assert (tmp_path / "e" / "eval" / "test-1" / "reports" / "test_entities.csv").is_file()
+
+
+def test_two_fits_of_one_seed_train_the_same_tokenizer_and_weights(
+    run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path
+) -> None:
+    """Each fit trains its own WordPiece tokenizer on the training words; one seed gives one run, to the bit."""
+    paths = {"train_path": str(splits["train"]), "val_path": str(splits["val"])}
+    runs = [run_cli("fit", "--trainer.max_steps", "4", root=tmp_path / name, **paths) for name in ("a", "b")]
+    tokenizers = [(run / "tokenizer" / "tokenizer.json").read_bytes() for run in runs]
+    assert tokenizers[0] == tokenizers[1]
+    weights = [torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"] for run in runs]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
