@@ -65,7 +65,7 @@ def test_the_word_mark_in_the_text_is_dropped_with_other_private_use_characters(
 def test_bpe_tokens_read_back_as_pieces() -> None:
     """Marked tokens start words, others continue them; every character starts a word, those seen inside words also
     continue them; duplicates are skipped."""
-    learnt = [("a", 0), ("b", 1), (MARK, 2), (MARK + "a", 3), ("ab", 4), (MARK + "ab", 5), (MARK + "b", 6)]
+    learnt = ["a", "b", MARK, MARK + "a", "ab", MARK + "ab", MARK + "b"]
     specials = ["<pad>", "<unk>"]
     vocab = wordpiece_vocabulary(learnt, {"a", "b"}, 100, specials)
     assert list(vocab) == [*specials, "a", "##a", "b", "##b", "##ab", "ab"]

@@ -22,51 +22,42 @@ CONTINUATION = "##"
 
 
 def train_wordpiece(
-    backend: Tokenizer,
-    texts: Callable[[], Iterable[str]],
-    vocab_size: int,
-    specials: list[str],
-    unk_token: str = "<unk>",
+    backend: Tokenizer, texts: Callable[[], Iterable[str]], vocab_size: int, specials: list[str]
 ) -> None:
-    """Give `backend` (a WordPiece pipeline: normaliser and pre-tokenizer set) the vocabulary the texts support, at
-    most `vocab_size` pieces with the special tokens first (ids 0, 1, ...), unless the alphabet alone is larger.
-    `texts()` gives the training texts afresh: they are read twice."""
-    inner = _inner_chars(backend, texts())
-    marked = Tokenizer(models.BPE())
-    marked.normalizer = backend.normalizer
-    word_start = pre_tokenizers.Metaspace(replacement=MARK, prepend_scheme="always", split=False)
-    marked.pre_tokenizer = pre_tokenizers.Sequence([backend.pre_tokenizer, word_start])
+    """Give `backend` (a WordPiece pipeline: model, normaliser and pre-tokenizer set) the vocabulary the texts
+    support, at most `vocab_size` pieces with the special tokens first (ids 0, 1, ...), unless the alphabet alone is
+    larger. `texts()` gives the training texts afresh: they are read twice."""
+    # the alphabet of the words without their first character: the characters seen inside words (at the library's
+    # speed; a Python loop over the words took twice as long)
+    inner = set(_bpe_tokens(backend, pre_tokenizers.Split(Regex(r"\A."), behavior="removed"), texts(), 1))
     # BPE's tokens are the characters C, the mark and the merges; a merge gives a new piece unless it is the mark
     # and a character, so vocab_size + C + 1 tokens are enough, and 2 * vocab_size + 1 when C is under vocab_size
-    marked.train_from_iterator(texts(), trainer=trainers.BpeTrainer(vocab_size=2 * vocab_size + 1, show_progress=False))
-    learnt = sorted(marked.get_vocab().items(), key=lambda item: item[1])
-    backend.model = models.WordPiece(wordpiece_vocabulary(learnt, inner, vocab_size, specials), unk_token=unk_token)
+    word_start = pre_tokenizers.Metaspace(replacement=MARK, prepend_scheme="always", split=False)
+    learnt = _bpe_tokens(backend, word_start, texts(), 2 * vocab_size + 1)
+    vocab = wordpiece_vocabulary(learnt, inner, vocab_size, specials)
+    backend.model = models.WordPiece(vocab, unk_token=backend.model.unk_token)
     backend.add_special_tokens(specials)
 
 
-def _inner_chars(backend: Tokenizer, texts: Iterable[str]) -> set[str]:
-    """The characters the texts' words hold after their first: the alphabet a BPE trainer finds once each word's
-    first character is cut off (one pass at the library's speed; a Python loop over the words took twice as long)."""
-    cut = Tokenizer(models.BPE())
-    cut.normalizer = backend.normalizer
-    first = pre_tokenizers.Split(Regex(r"\A."), behavior="removed")
-    cut.pre_tokenizer = pre_tokenizers.Sequence([backend.pre_tokenizer, first])
-    cut.train_from_iterator(texts, trainer=trainers.BpeTrainer(vocab_size=1, show_progress=False))
-    return set(cut.get_vocab())
+def _bpe_tokens(backend: Tokenizer, step: pre_tokenizers.PreTokenizer, texts: Iterable[str], size: int) -> list[str]:
+    """The tokens, in id order, of a BPE trainer run over `backend`'s words with `step` applied to each word."""
+    bpe = Tokenizer(models.BPE())
+    bpe.normalizer = backend.normalizer
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([backend.pre_tokenizer, step])
+    bpe.train_from_iterator(texts, trainer=trainers.BpeTrainer(vocab_size=size, show_progress=False))
+    vocab = bpe.get_vocab()
+    return sorted(vocab, key=vocab.__getitem__)
 
 
-def wordpiece_vocabulary(
-    learnt: list[tuple[str, int]], inner: set[str], vocab_size: int, specials: list[str]
-) -> dict[str, int]:
-    """Piece -> id from BPE's (token, id) list over marked words, in id order, and the characters seen inside
-    words (`inner`): see the module docstring."""
-    tokens = [token for token, _ in learnt]
-    chars = sorted({c for token in tokens for c in token if c != MARK})
+def wordpiece_vocabulary(learnt: list[str], inner: set[str], vocab_size: int, specials: list[str]) -> dict[str, int]:
+    """Piece -> id from BPE's tokens over marked words, in id order, and the characters seen inside words
+    (`inner`): see the module docstring."""
+    chars = sorted({c for token in learnt for c in token if c != MARK})
     alphabet = [
         piece for c in chars for piece in (c, CONTINUATION + c) if not piece.startswith(CONTINUATION) or c in inner
     ]
     vocab = dict.fromkeys([*specials, *alphabet])
-    for token in tokens:
+    for token in learnt:
         if len(vocab) >= vocab_size:
             break
         if len(token) > 1:  # characters are in the alphabet already
