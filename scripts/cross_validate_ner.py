@@ -34,6 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from baselines_ner import Tagged, entity_scores, fit_tagger, predict_tags, read_tagged, tagged_sentences  # noqa: E402
 from hf_side_by_side import checkout_pythonpath  # noqa: E402
+from prepare_data_formats import write_conll, write_conll_documents  # noqa: E402
 
 from tetraformer.data import DataError  # noqa: E402
 from tetraformer.data.tag_schemes import canonical_scheme  # noqa: E402
@@ -70,15 +71,11 @@ def make_folds(units: Sequence[Unit], folds: int, seed: int) -> list[Fold]:
 
 def write_units(path: Path, units: Sequence[Unit], documents: bool) -> None:
     """CoNLL word<TAB>tag lines (IOB2), a blank line after each sentence, `-DOCSTART-` before each document."""
-    lines = []
-    for unit in units:
-        if documents:
-            lines.append("-DOCSTART- O\n\n")
-        for words, tags in unit:
-            lines.extend(f"{w}\t{t}\n" for w, t in zip(words, tags, strict=True))
-            lines.append("\n")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(lines), encoding="utf-8")
+    pairs = [[list(zip(words, tags, strict=True)) for words, tags in unit] for unit in units]
+    if documents:
+        write_conll_documents(path, pairs)
+    else:
+        write_conll(path, [sentence for unit in pairs for sentence in unit])
 
 
 def sentences(units: Sequence[Unit]) -> list[Tagged]:
