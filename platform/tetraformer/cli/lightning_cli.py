@@ -133,7 +133,8 @@ class TetraformerCLI(LightningCLI):
         if self.subcommand == "predict":
             output = self._config_value("predictions") or root / "predictions.jsonl"
             callbacks.append(JsonlPredictionWriter(output))
-        kwargs["callbacks"] = callbacks + self.spec_handover()
+        # the spec first: a callback that reads the network in its `setup` (weight averaging) finds it built
+        kwargs["callbacks"] = self.spec_handover() + callbacks
         refusals = (MisconfigurationException, ValueError, TypeError)  # how Lightning refuses its settings
         with told_in_one_line(lambda err: trainer_option_error(err, trainer_cfg), *refusals):
             trainer = super().instantiate_trainer(**kwargs)
