@@ -11,9 +11,11 @@ import torch
 
 from tests.cli_runner import config_runner
 from tests.tasks.language_modeling.conftest import tiny_config
+from tests.training.resume_runs import STEPS, checkpoint, fit, write_config
 from tests.training.tiny_lm import FIT_STEPS, corpus
 
-FROZEN_EMA = {"class_path": "lightning.pytorch.callbacks.EMAWeightAveraging", "init_args": {"decay": 1.0}}
+EMA = "lightning.pytorch.callbacks.EMAWeightAveraging"
+FROZEN_EMA = {"class_path": EMA, "init_args": {"decay": 1.0}}
 
 
 def averaged_config(root: Path, **data: Any) -> dict:
@@ -44,3 +46,20 @@ def test_the_average_holds_every_weight_and_is_what_validation_scores(
     assert best["state_dict"].keys() == current.keys() and any(k.startswith("net.") for k in current)
     moved = [k for k in current if not torch.equal(best["state_dict"][k], current[k])]
     assert moved, "the average equals the trained weights: it was not updated apart from them"
+
+
+@pytest.mark.slow
+def test_a_resumed_run_ends_with_the_uninterrupted_average_and_weights(tmp_path: Path) -> None:
+    """Stopped mid-epoch and resumed with `--ckpt_path last`: the average and the trained weights both end
+    bit-identical to the run that never stopped (the checkpoint carries both)."""
+    ema = [{"class_path": EMA, "init_args": {"decay": 0.9}}]
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    fit(write_config(tmp_path, whole, callbacks=ema))
+    fit(write_config(tmp_path, part, callbacks=ema), "--trainer.max_steps", "7")
+    fit(write_config(tmp_path, part, callbacks=ema), "--ckpt_path", "last")
+    ends = [checkpoint(run) for run in (whole, part)]
+    assert [c["global_step"] for c in ends] == [STEPS, STEPS]
+    for key in ("state_dict", "current_model_state"):
+        left, right = (c[key] for c in ends)
+        assert left.keys() == right.keys() and all(torch.equal(left[k], right[k]) for k in left), key
+    assert not all(torch.equal(v, ends[0]["current_model_state"][k]) for k, v in ends[0]["state_dict"].items())
