@@ -147,7 +147,11 @@ def killed_run(config: Path, run: Path, at_least: int, release: Path, log: Path)
     return checkpoint(run)["global_step"]
 
 
+def same_tensors(left: dict[str, Any], right: dict[str, Any]) -> bool:
+    """Whether two state dicts hold bit-identical tensors (all of them, same names)."""
+    return left.keys() == right.keys() and all(torch.equal(left[k], right[k]) for k in left)
+
+
 def same_weights(a: Path, b: Path) -> bool:
     """Whether two runs' last.ckpt hold bit-identical tensors (all of them, same names)."""
-    left, right = checkpoint(a)["state_dict"], checkpoint(b)["state_dict"]
-    return left.keys() == right.keys() and all(torch.equal(left[k], right[k]) for k in left)
+    return same_tensors(checkpoint(a)["state_dict"], checkpoint(b)["state_dict"])

@@ -11,7 +11,7 @@ import torch
 
 from tests.cli_runner import config_runner
 from tests.tasks.language_modeling.conftest import tiny_config
-from tests.training.resume_runs import STEPS, checkpoint, fit, write_config
+from tests.training.resume_runs import STEPS, checkpoint, fit, same_tensors, write_config
 from tests.training.tiny_lm import FIT_STEPS, corpus
 
 EMA = "lightning.pytorch.callbacks.EMAWeightAveraging"
@@ -41,7 +41,7 @@ def test_the_average_holds_every_weight_and_is_what_validation_scores(
     root = run("fit", *FIT_STEPS, train_path=str(corpus(tmp_path)), documents="line")
     losses = val_losses(root)
     assert len(losses) == 2 and losses[0] == pytest.approx(losses[1], rel=1e-6)
-    best = torch.load(root / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=False)
+    best = checkpoint(root, "best.ckpt")
     current = best["current_model_state"]
     assert best["state_dict"].keys() == current.keys() and any(k.startswith("net.") for k in current)
     moved = [k for k in current if not torch.equal(best["state_dict"][k], current[k])]
@@ -60,6 +60,5 @@ def test_a_resumed_run_ends_with_the_uninterrupted_average_and_weights(tmp_path:
     ends = [checkpoint(run) for run in (whole, part)]
     assert [c["global_step"] for c in ends] == [STEPS, STEPS]
     for key in ("state_dict", "current_model_state"):
-        left, right = (c[key] for c in ends)
-        assert left.keys() == right.keys() and all(torch.equal(left[k], right[k]) for k in left), key
+        assert same_tensors(ends[0][key], ends[1][key]), key
     assert not all(torch.equal(v, ends[0]["current_model_state"][k]) for k, v in ends[0]["state_dict"].items())
