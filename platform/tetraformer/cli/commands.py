@@ -1,5 +1,5 @@
 """Commands beside the Lightning subcommands: `generate`, `tokenizer train`, `convert`, `attention`, `compare`,
-`prepare`."""
+`prepare`, `vectors`."""
 
 from __future__ import annotations
 
@@ -283,6 +283,13 @@ def compare_command(argv: list[str]) -> None:
     compare_main(argv)
 
 
+def vectors_command(argv: list[str]) -> None:
+    """`tetraformer vectors --input FILES --output DIR`: word vectors counted from text (tetraformer.cli.vectors)."""
+    from tetraformer.cli.vectors import count_vectors_main
+
+    count_vectors_main(argv)
+
+
 def _unescape(text: str) -> str:
     """Turn the \\n and \\t a shell passes literally into newline and tab."""
     return text.replace("\\n", "\n").replace("\\t", "\t")
@@ -306,4 +313,5 @@ COMMANDS: dict[str, Callable[[list[str]], None]] = {
     "attention": attention_command,
     "compare": compare_command,
     "prepare": prepare_command,
+    "vectors": vectors_command,
 }

@@ -1,0 +1,61 @@
+"""`tetraformer vectors`: static word vectors counted from your own unlabelled text (PPMI + SVD), written as the
+`vectors.npy` + `words.tsv` directory `--model.word_vectors.path` reads."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from tetraformer.cli.parser import CommandParser
+from tetraformer.data.conll import read_sentences, sentence_format
+from tetraformer.data.errors import DataError
+
+log = logging.getLogger(__name__)
+
+
+def count_vectors_main(argv: list[str]) -> None:
+    """`tetraformer vectors --input FILES --output DIR [--dims N --window N --min-count N --format F]`."""
+    parser = CommandParser(
+        prog="tetraformer vectors",
+        description="Count word vectors from unlabelled text: positive PMI of co-occurrences, reduced by an SVD.",
+    )
+    parser.add_argument("--input", nargs="+", required=True, help="files, directories or globs")
+    parser.add_argument(
+        "--format",
+        choices=["auto", "text", "conll", "jsonl"],
+        default="auto",
+        help="auto: .conll/.bio/.iob/.tsv are CoNLL (first column), .jsonl/.json JSONL, anything else (.txt too) "
+        "raw text, one sentence per line, words split on whitespace",
+    )
+    parser.add_argument("--dims", type=int, default=300, help="vector length (a tagger projects them onto d_model)")
+    parser.add_argument("--window", type=int, default=5, help="words on each side that count as context")
+    parser.add_argument("--min-count", type=int, default=2, help="rarer words get no vector")
+    parser.add_argument("--seed", type=int, default=0, help="of the SVD's random probe (the same text, same vectors)")
+    parser.add_argument("--output", type=Path, required=True, help="directory for vectors.npy and words.tsv")
+    args = parser.parse_args(argv)
+    for name in ("dims", "window", "min_count"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+
+    from tetraformer.data import resolve_files
+    from tetraformer.data.count_vectors import CountVectorOptions, count_word_vectors
+    from tetraformer.data.word_vectors import write_word_vectors
+
+    files = [f for spec in args.input for f in resolve_files(spec)]
+    sentences = [s.tokens for path in files for s in read_sentences(path, input_format(path, args.format), False)]
+    options = CountVectorOptions(args.dims, args.window, args.min_count, seed=args.seed)
+    vectors = count_word_vectors(sentences, options)
+    write_word_vectors(args.output, vectors.table, vectors.rows)
+    log.info("%d words x %d dims from %d files -> %s", len(vectors.rows), vectors.dims, len(files), args.output)
+
+
+def input_format(path: Path, chosen: str) -> str:
+    """The format a vectors input is read in: the chosen one, else CoNLL or JSONL by suffix, else raw text."""
+    if chosen != "auto":
+        return chosen
+    if path.suffix.lower() == ".txt":
+        return "text"
+    try:
+        return sentence_format(path)  # .conll, .jsonl, a Parquet/Arrow table, ...
+    except DataError:
+        return "text"  # a suffix no sentence format claims

@@ -1,0 +1,100 @@
+"""Word vectors counted from your own text: positive PMI of word co-occurrences, reduced by a truncated SVD.
+
+Levy, Goldberg and Dagan (2015) showed that this count-based recipe, with word2vec's tricks (context counts
+smoothed by a power of 0.75, nearer words weighted more, the singular values' square root), matches skip-gram on
+similarity and analogy tasks. It needs no training loop: counting a few million words and one randomized SVD take
+seconds on a CPU, and the same text gives the same vectors on every run (the SVD's random probe comes from its
+own seeded generator, never the global one).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tetraformer.data.word_vectors import WordVectors
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CountVectorOptions:
+    """How words are counted and how far the table is reduced."""
+
+    dims: int = 300
+    window: int = 5  # words on each side; a word d places away counts 1/d
+    min_count: int = 2  # rarer words get no vector
+    context_power: float = 0.75  # smooths the context distribution, as word2vec's negative sampling does
+    power_iterations: int = 4  # of the randomized SVD; more sharpen the smaller singular vectors
+    seed: int = 0  # the randomized SVD's probe
+
+
+def count_word_vectors(sentences: Iterable[Sequence[str]], options: CountVectorOptions | None = None) -> WordVectors:
+    """PPMI + SVD vectors of every word seen `min_count` times or more, most frequent first."""
+    options = options or CountVectorOptions()
+    sentences = [list(s) for s in sentences if s]
+    counts = Counter(word for sentence in sentences for word in sentence)
+    vocab = [word for word, count in counts.most_common() if count >= options.min_count]
+    if len(vocab) < 2:
+        raise ValueError(f"the text holds {len(vocab)} word(s) seen {options.min_count}+ times; vectors need more")
+    rows = {word: i for i, word in enumerate(vocab)}
+    ppmi = positive_pmi(cooccurrences(sentences, rows, options.window), options.context_power)
+    dims = min(options.dims, len(vocab) - 1)
+    u, s = randomized_svd(ppmi, dims, options.power_iterations, options.seed)
+    table = (u * s.sqrt()).numpy().astype(np.float32)  # (words, dims)
+    log.info(
+        "counted %d words of %d sentences -> %d vectors of %d dims", sum(counts.values()), len(sentences), *table.shape
+    )
+    return WordVectors(table, rows)
+
+
+def cooccurrences(sentences: Sequence[Sequence[str]], rows: dict[str, int], window: int) -> torch.Tensor:
+    """(words, words) sparse counts of word pairs at most `window` apart in a sentence, weighted 1/distance."""
+    pad = [-1] * window  # between sentences, so no pair spans two
+    ids = np.asarray([i for s in sentences for i in (*[rows.get(w, -1) for w in s], *pad)], dtype=np.int64)
+    n = len(rows)
+    keys, weights = [], []
+    for distance in range(1, window + 1):
+        left, right = ids[:-distance], ids[distance:]
+        both = (left >= 0) & (right >= 0)
+        left, right = left[both], right[both]
+        keys += [left * n + right, right * n + left]  # symmetric: each word is the other's context
+        weights.append(np.full(2 * len(left), 1.0 / distance))
+    unique, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+    summed = np.bincount(inverse, weights=np.concatenate(weights))
+    index = torch.from_numpy(np.stack([unique // n, unique % n]))
+    return torch.sparse_coo_tensor(index, torch.from_numpy(summed), (n, n), is_coalesced=True, check_invariants=False)
+
+
+def positive_pmi(counts: torch.Tensor, context_power: float) -> torch.Tensor:
+    """max(0, log p(w, c) / (p(w) p_a(c))) of sparse counts, with contexts' probabilities smoothed by power a."""
+    (word, context), values = counts.indices(), counts.values()
+    total = values.sum()
+    word_p = torch.zeros(counts.shape[0], dtype=values.dtype).index_add_(0, word, values) / total
+    context_p = torch.zeros(counts.shape[1], dtype=values.dtype).index_add_(0, context, values) ** context_power
+    context_p = context_p / context_p.sum()
+    pmi = (values / total).log() - word_p[word].log() - context_p[context].log()
+    keep = pmi > 0
+    index = torch.stack([word[keep], context[keep]])
+    return torch.sparse_coo_tensor(index, pmi[keep], counts.shape, is_coalesced=True, check_invariants=False)
+
+
+def randomized_svd(
+    matrix: torch.Tensor, rank: int, power_iterations: int, seed: int, oversample: int = 10
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top `rank` left singular vectors (n, rank) and values (rank,) of a sparse (n, m) matrix (Halko et al.)."""
+    generator = torch.Generator().manual_seed(seed)
+    width = min(rank + oversample, min(matrix.shape))
+    probe = torch.randn(matrix.shape[1], width, generator=generator, dtype=matrix.dtype)  # (m, width)
+    transposed = matrix.t().coalesce()
+    basis = torch.linalg.qr(matrix @ probe).Q  # (n, width)
+    for _ in range(power_iterations):
+        basis = torch.linalg.qr(matrix @ torch.linalg.qr(transposed @ basis).Q).Q
+    small = (transposed @ basis).t()  # (width, m) = basis^T matrix
+    u_small, s, _ = torch.linalg.svd(small, full_matrices=False)
+    return (basis @ u_small)[:, :rank], s[:rank]
