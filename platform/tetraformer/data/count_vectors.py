@@ -1,10 +1,10 @@
 """Word vectors counted from your own text: positive PMI of word co-occurrences, reduced by a truncated SVD.
 
 Levy, Goldberg and Dagan (2015) showed that this count-based recipe, with word2vec's tricks (context counts
-smoothed by a power of 0.75, nearer words weighted more, the singular values' square root), matches skip-gram on
-similarity and analogy tasks. It needs no training loop: counting a few million words and one randomized SVD take
-seconds on a CPU, and the same text gives the same vectors on every run (the SVD's random probe comes from its
-own seeded generator, never the global one).
+smoothed by a power of 0.75, nearer words weighted more, the singular values' square root), comes close to skip-gram
+on word similarity. It needs no training loop: a few million words are counted and reduced in about a minute on one
+CPU core, and the same text gives the same vectors run after run (the SVD's random probe comes from its own seeded
+generator, never the global one).
 """
 
 from __future__ import annotations
