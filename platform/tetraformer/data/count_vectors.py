@@ -37,7 +37,7 @@ class CountVectorOptions:
 def count_word_vectors(sentences: Iterable[Sequence[str]], options: CountVectorOptions | None = None) -> WordVectors:
     """PPMI + SVD vectors of every word seen `min_count` times or more, most frequent first."""
     options = options or CountVectorOptions()
-    sentences = [list(s) for s in sentences if s]
+    sentences = [s for s in sentences if s]
     counts = Counter(word for sentence in sentences for word in sentence)
     vocab = [word for word, count in counts.most_common() if count >= options.min_count]
     if len(vocab) < 2:
