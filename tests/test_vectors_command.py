@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tetraformer.cli import main
@@ -42,3 +43,37 @@ def test_bad_input_is_one_line_naming_the_file_and_line(tmp_path: Path, capsys: 
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and f"{bad}:2" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_a_file_without_sentences_is_named_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inputs = write_inputs(tmp_path)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(SystemExit):
+        main(["vectors", "--input", str(inputs[0]), str(empty), "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and str(empty) in err and "no sentences" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_counting_in_chunks_gives_the_vectors_of_counting_at_once(tmp_path: Path) -> None:
+    inputs = write_inputs(tmp_path)
+    main(["vectors", "--input", *map(str, inputs), "--output", str(tmp_path / "once"), "--dims", "3"])
+    main(
+        [
+            "vectors",
+            "--input",
+            *map(str, inputs),
+            "--output",
+            str(tmp_path / "chunks"),
+            "--dims",
+            "3",
+            "--chunk-words",
+            "4",
+        ]
+    )
+    once, chunks = read_word_vectors(tmp_path / "once"), read_word_vectors(tmp_path / "chunks")
+    assert once.rows == chunks.rows
+    np.testing.assert_allclose(chunks.table, once.table, atol=1e-5)

@@ -108,3 +108,20 @@ def test_rare_words_get_no_vector_and_too_little_text_is_refused() -> None:
     assert list(vectors.rows) == ["a", "b", "c"]  # most frequent first
     with pytest.raises(ValueError, match="seen 4\\+ times"):
         count_word_vectors(CORPUS, CountVectorOptions(min_count=4))  # only "a"
+
+
+def test_counting_in_chunks_sums_to_counting_at_once() -> None:
+    """Pairs summed over chunks of a few sentences equal the pairs of the whole text (the same keys, sums within
+    rounding), and a one-pass generator gives the same vectors as a list."""
+    rng = random.Random(3)
+    sentences = [[rng.choice("abcdefgh") for _ in range(rng.randint(1, 9))] for _ in range(300)]
+    rows = {w: i for i, w in enumerate("abcdefg")}  # "h" has no row
+    whole = cooccurrences(sentences, rows, 3).coalesce()
+    for chunk_words in (1, 7, 50):
+        chunked = cooccurrences(sentences, rows, 3, chunk_words).coalesce()
+        assert torch.equal(chunked.indices(), whole.indices())
+        torch.testing.assert_close(chunked.values(), whole.values(), rtol=1e-12, atol=1e-12)
+    options = CountVectorOptions(dims=3, chunk_words=40)
+    listed = count_word_vectors(sentences, options)
+    streamed = count_word_vectors((s for s in sentences), options)
+    assert listed.rows == streamed.rows and np.array_equal(listed.table, streamed.table)

@@ -5,13 +5,16 @@ smoothed by a power of 0.75, nearer words weighted more, the singular values' sq
 on word similarity. It needs no training loop: a few million words are counted and reduced in about a minute on one
 CPU core, and the same text gives the same vectors run after run (the SVD's random probe comes from its own seeded
 generator, never the global one).
+
+The text is read twice (word counts, then pairs) and never held whole: pairs are summed chunk by chunk, so memory
+follows the distinct words and pairs, not the length of the text.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,32 +35,66 @@ class CountVectorOptions:
     context_power: float = 0.75  # smooths the context distribution, as word2vec's negative sampling does
     power_iterations: int = 4  # of the randomized SVD; more sharpen the smaller singular vectors
     seed: int = 0  # the randomized SVD's probe
+    chunk_words: int = 4_000_000  # words whose pairs are summed at once (a text this long is counted in one go)
 
 
 def count_word_vectors(sentences: Iterable[Sequence[str]], options: CountVectorOptions | None = None) -> WordVectors:
-    """PPMI + SVD vectors of every word seen `min_count` times or more, most frequent first."""
+    """PPMI + SVD vectors of every word seen `min_count` times or more, most frequent first. `sentences` is
+    iterated twice: a list, or an iterable that reads its files afresh each time (a one-pass iterator is listed)."""
     options = options or CountVectorOptions()
-    sentences = [s for s in sentences if s]
-    counts = Counter(word for sentence in sentences for word in sentence)
+    if iter(sentences) is sentences:  # a generator or other one-pass iterator
+        sentences = list(sentences)
+    counts, sentence_count = Counter(), 0
+    for sentence in sentences:
+        counts.update(sentence)
+        sentence_count += bool(sentence)
     vocab = [word for word, count in counts.most_common() if count >= options.min_count]
     if len(vocab) < 2:
         raise ValueError(f"the text holds {len(vocab)} word(s) seen {options.min_count}+ times; vectors need more")
     rows = {word: i for i, word in enumerate(vocab)}
-    ppmi = positive_pmi(cooccurrences(sentences, rows, options.window), options.context_power)
+    ppmi = positive_pmi(cooccurrences(sentences, rows, options.window, options.chunk_words), options.context_power)
     dims = min(options.dims, len(vocab) - 1)
     u, s = randomized_svd(ppmi, dims, options.power_iterations, options.seed)
     table = (u * s.sqrt()).numpy().astype(np.float32)  # (words, dims)
     log.info(
-        "counted %d words of %d sentences -> %d vectors of %d dims", sum(counts.values()), len(sentences), *table.shape
+        "counted %d words of %d sentences -> %d vectors of %d dims", sum(counts.values()), sentence_count, *table.shape
     )
     return WordVectors(table, rows)
 
 
-def cooccurrences(sentences: Sequence[Sequence[str]], rows: dict[str, int], window: int) -> torch.Tensor:
-    """(words, words) sparse counts of word pairs at most `window` apart in a sentence, weighted 1/distance."""
-    pad = [-1] * window  # between sentences, so no pair spans two
-    ids = np.asarray([i for s in sentences for i in (*[rows.get(w, -1) for w in s], *pad)], dtype=np.int64)
+def cooccurrences(
+    sentences: Iterable[Sequence[str]], rows: dict[str, int], window: int, chunk_words: int = 4_000_000
+) -> torch.Tensor:
+    """(words, words) sparse counts of word pairs at most `window` apart in a sentence, weighted 1/distance,
+    summed over chunks of about `chunk_words` words."""
     n = len(rows)
+    keys, sums = np.empty(0, dtype=np.int64), np.empty(0)
+    for ids in word_id_chunks(sentences, rows, window, chunk_words):
+        keys, sums = merged(keys, sums, *pair_sums(ids, n, window))
+    index = torch.from_numpy(np.stack([keys // n, keys % n]))
+    return torch.sparse_coo_tensor(index, torch.from_numpy(sums), (n, n), is_coalesced=True, check_invariants=False)
+
+
+def word_id_chunks(
+    sentences: Iterable[Sequence[str]], rows: dict[str, int], window: int, chunk_words: int
+) -> Iterator[np.ndarray]:
+    """The text as row ids (-1: no row), `window` -1s after each sentence so that no pair spans two, in chunks
+    of whole sentences about `chunk_words` ids long."""
+    pad = [-1] * window
+    ids: list[int] = []
+    for sentence in sentences:
+        if sentence:
+            ids += [rows.get(word, -1) for word in sentence]
+            ids += pad
+        if len(ids) >= chunk_words:
+            yield np.asarray(ids, dtype=np.int64)
+            ids = []
+    if ids:
+        yield np.asarray(ids, dtype=np.int64)
+
+
+def pair_sums(ids: np.ndarray, n: int, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct pair keys w * n + c, their summed 1/distance weights) of one chunk of row ids."""
     keys, weights = [], []
     for distance in range(1, window + 1):
         left, right = ids[:-distance], ids[distance:]
@@ -66,9 +103,17 @@ def cooccurrences(sentences: Sequence[Sequence[str]], rows: dict[str, int], wind
         keys += [left * n + right, right * n + left]  # symmetric: each word is the other's context
         weights.append(np.full(2 * len(left), 1.0 / distance))
     unique, inverse = np.unique(np.concatenate(keys), return_inverse=True)
-    summed = np.bincount(inverse, weights=np.concatenate(weights))
-    index = torch.from_numpy(np.stack([unique // n, unique % n]))
-    return torch.sparse_coo_tensor(index, torch.from_numpy(summed), (n, n), is_coalesced=True, check_invariants=False)
+    return unique, np.bincount(inverse, weights=np.concatenate(weights))
+
+
+def merged(
+    keys: np.ndarray, sums: np.ndarray, new_keys: np.ndarray, new_sums: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Two (sorted keys, sums) tables as one; the first chunk's is taken as it is."""
+    if not len(keys):
+        return new_keys, new_sums
+    unique, inverse = np.unique(np.concatenate([keys, new_keys]), return_inverse=True)
+    return unique, np.bincount(inverse, weights=np.concatenate([sums, new_sums]))
 
 
 def positive_pmi(counts: torch.Tensor, context_power: float) -> torch.Tensor:
