@@ -59,21 +59,9 @@ def test_a_file_without_sentences_is_named_and_nothing_is_written(
 
 
 def test_counting_in_chunks_gives_the_vectors_of_counting_at_once(tmp_path: Path) -> None:
-    inputs = write_inputs(tmp_path)
-    main(["vectors", "--input", *map(str, inputs), "--output", str(tmp_path / "once"), "--dims", "3"])
-    main(
-        [
-            "vectors",
-            "--input",
-            *map(str, inputs),
-            "--output",
-            str(tmp_path / "chunks"),
-            "--dims",
-            "3",
-            "--chunk-words",
-            "4",
-        ]
-    )
+    inputs = [str(path) for path in write_inputs(tmp_path)]
+    main(["vectors", "--input", *inputs, "--output", str(tmp_path / "once"), "--dims", "3"])
+    main(["vectors", "--input", *inputs, "--output", str(tmp_path / "chunks"), "--dims", "3", "--chunk-words", "4"])
     once, chunks = read_word_vectors(tmp_path / "once"), read_word_vectors(tmp_path / "chunks")
     assert once.rows == chunks.rows
     np.testing.assert_allclose(chunks.table, once.table, atol=1e-5)

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tetraformer.cli.parser import CommandParser
-from tetraformer.data.conll import TaggedSentence, read_conll, read_jsonl, read_text_lines, sentence_format
+from tetraformer.data.conll import file_sentences, sentence_format
 from tetraformer.data.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -66,20 +66,11 @@ class SentenceFiles:
     def __iter__(self) -> Iterator[list[str]]:
         for path in self.files:
             empty = True
-            for sentence in file_sentences(path, input_format(path, self.chosen)):
+            for sentence in file_sentences(path, input_format(path, self.chosen), labelled=False):
                 empty = False
                 yield sentence.tokens
             if empty:
                 raise DataError("file has no sentences", path)
-
-
-def file_sentences(path: Path, fmt: str) -> Iterator[TaggedSentence]:
-    """One file's sentences, unlabelled (a CoNLL file's first column, a JSONL row's tokens), one at a time."""
-    if fmt == "conll":
-        return read_conll(path, labelled=False)
-    if fmt == "jsonl":
-        return read_jsonl(path, labelled=False)
-    return read_text_lines(path)
 
 
 def input_format(path: Path, chosen: str) -> str:

@@ -85,22 +85,34 @@ def read_sentences(
 ) -> list[TaggedSentence]:
     """Every sentence of the files; `labelled` requires tags, `check_tag` vets each tag at its line."""
     sentences: list[TaggedSentence] = []
+    fields = (tokens_field, tags_field, text_field)
     for path in resolve_files(files):
-        fmt = sentence_format(path, format)
-        if fmt == "conll":
-            found = list(read_conll(path, labelled, check_tag, encoding))
-        elif fmt == "jsonl":
-            found = list(
-                read_jsonl(path, labelled, check_tag, encoding, tokens_field, tags_field, text_field, word_split)
-            )
-        else:
-            if labelled:
-                raise DataError("raw text has no tags: it can only be predicted (use CoNLL or JSONL)", path)
-            found = list(read_text_lines(path, encoding, word_split))
+        found = list(
+            file_sentences(path, sentence_format(path, format), labelled, check_tag, encoding, fields, word_split)
+        )
         if not found:
             raise DataError("file has no sentences", path)
         sentences += found
     return sentences
+
+
+def file_sentences(
+    path: str | Path,
+    fmt: SentenceFormat,
+    labelled: bool = True,
+    check_tag: TagCheck | None = None,
+    encoding: str = "utf-8",
+    fields: tuple[str, str, str] = ("tokens", "tags", "text"),  # a JSONL row's tokens, tags and raw-text fields
+    word_split: WordSplit = "whitespace",
+) -> Iterator[TaggedSentence]:
+    """One file's sentences in `fmt`, one at a time (`read_sentences` lists them)."""
+    if fmt == "conll":
+        return read_conll(path, labelled, check_tag, encoding)
+    if fmt == "jsonl":
+        return read_jsonl(path, labelled, check_tag, encoding, *fields, word_split)
+    if labelled:
+        raise DataError("raw text has no tags: it can only be predicted (use CoNLL or JSONL)", path)
+    return read_text_lines(path, encoding, word_split)
 
 
 def read_conll(

@@ -44,7 +44,8 @@ def count_word_vectors(sentences: Iterable[Sequence[str]], options: CountVectorO
     options = options or CountVectorOptions()
     if iter(sentences) is sentences:  # a generator or other one-pass iterator
         sentences = list(sentences)
-    counts, sentence_count = Counter(), 0
+    counts: Counter[str] = Counter()
+    sentence_count = 0
     for sentence in sentences:
         counts.update(sentence)
         sentence_count += bool(sentence)
@@ -63,7 +64,10 @@ def count_word_vectors(sentences: Iterable[Sequence[str]], options: CountVectorO
 
 
 def cooccurrences(
-    sentences: Iterable[Sequence[str]], rows: dict[str, int], window: int, chunk_words: int = 4_000_000
+    sentences: Iterable[Sequence[str]],
+    rows: dict[str, int],
+    window: int,
+    chunk_words: int = CountVectorOptions.chunk_words,
 ) -> torch.Tensor:
     """(words, words) sparse counts of word pairs at most `window` apart in a sentence, weighted 1/distance,
     summed over chunks of about `chunk_words` words."""
