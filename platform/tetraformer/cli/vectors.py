@@ -61,12 +61,12 @@ class SentenceFiles:
     is held in memory; a file without sentences is a DataError naming it."""
 
     def __init__(self, files: Sequence[Path], chosen: str) -> None:
-        self.files, self.chosen = list(files), chosen
+        self.formats = [(path, input_format(path, chosen)) for path in files]  # told once, before the first pass
 
     def __iter__(self) -> Iterator[list[str]]:
-        for path in self.files:
+        for path, fmt in self.formats:
             empty = True
-            for sentence in file_sentences(path, input_format(path, self.chosen), labelled=False):
+            for sentence in file_sentences(path, fmt, labelled=False):
                 empty = False
                 yield sentence.tokens
             if empty:

@@ -113,11 +113,16 @@ def pair_sums(ids: np.ndarray, n: int, window: int) -> tuple[np.ndarray, np.ndar
 def merged(
     keys: np.ndarray, sums: np.ndarray, new_keys: np.ndarray, new_sums: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Two (sorted keys, sums) tables as one; the first chunk's is taken as it is."""
+    """Two (sorted distinct keys, sums) tables as one: the sums of shared keys added in place, new keys inserted
+    in order (no re-sort of the running table); the first chunk's is taken as it is."""
     if not len(keys):
         return new_keys, new_sums
-    unique, inverse = np.unique(np.concatenate([keys, new_keys]), return_inverse=True)
-    return unique, np.bincount(inverse, weights=np.concatenate([sums, new_sums]))
+    at = np.searchsorted(keys, new_keys)  # (new,) where each new key stands or would stand
+    shared = at < len(keys)
+    shared[shared] = keys[at[shared]] == new_keys[shared]
+    sums[at[shared]] += new_sums[shared]  # distinct positions: the new keys are distinct
+    fresh = ~shared
+    return np.insert(keys, at[fresh], new_keys[fresh]), np.insert(sums, at[fresh], new_sums[fresh])
 
 
 def positive_pmi(counts: torch.Tensor, context_power: float) -> torch.Tensor:
