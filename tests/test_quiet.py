@@ -10,8 +10,15 @@ from collections.abc import Iterator
 
 import pytest
 from lightning.fabric.utilities.warnings import PossibleUserWarning
+from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy, SingleDeviceStrategy
 
-from tetraformer.cli.quiet import FILE_ENVIRONMENT, QUIET_ENVIRONMENT, QUIET_LOGS, quiet_third_party
+from tetraformer.cli.quiet import (
+    FILE_ENVIRONMENT,
+    QUIET_ENVIRONMENT,
+    QUIET_LOGS,
+    quiet_third_party,
+    quiet_unsharded_averaging,
+)
 
 RANK_ZERO = "lightning.pytorch.utilities.rank_zero"
 
@@ -121,3 +128,25 @@ def test_environment_defaults_yield_to_the_user(
     environment.pop("WANDB_QUIET")
     quiet_third_party()
     assert environment["WANDB_QUIET"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("strategy", "quiet"),
+    [(SingleDeviceStrategy("cpu"), True), (DDPStrategy(), True), (FSDPStrategy(), False)],
+    ids=["one device", "ddp", "fsdp"],
+)
+def test_the_averaging_sharding_warning_goes_where_nothing_is_sharded(strategy: object, quiet: bool) -> None:
+    """WeightAveraging's "doesn't support sharding" line is dropped on one device and under DDP, kept under FSDP;
+    other warnings stay either way."""
+    averaging = (
+        "You're using the WeightAveraging callback with a model that overrides the configure_model callback. "
+        "WeightAveraging doesn't support sharding model layers, so you may run out of memory."
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_unsharded_averaging(strategy)
+        for message in (averaging, "Checkpoint directory run/checkpoints exists and is not empty."):
+            warnings.warn(message, UserWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == ([] if quiet else [averaging]) + [
+        "Checkpoint directory run/checkpoints exists and is not empty."
+    ]

@@ -21,6 +21,7 @@ from tetraformer.cli.option_errors import (
     told_in_one_line,
     trainer_option_error,
 )
+from tetraformer.cli.quiet import quiet_unsharded_averaging
 from tetraformer.errors import ConfigError
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
 from tetraformer.safe_loading import (
@@ -139,6 +140,7 @@ class TetraformerCLI(LightningCLI):
         refusals = (MisconfigurationException, ValueError, TypeError)  # how Lightning refuses its settings
         with told_in_one_line(lambda err: trainer_option_error(err, trainer_cfg), *refusals):
             trainer = super().instantiate_trainer(**kwargs)
+        quiet_unsharded_averaging(trainer.strategy)
         guard_ranks(trainer, run.collective_timeout_s)
         return trainer
 

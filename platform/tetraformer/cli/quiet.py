@@ -40,6 +40,10 @@ QUIET_WARNINGS: tuple[tuple[str, type[Warning]], ...] = (
     # a command with no seed in its config: Lightning's next line, "Seed set to 0", says the same
     (r"No seed found, seed set to ", UserWarning),
 )
+# Lightning's WeightAveraging (EMA, SWA) warns whenever the module overrides `configure_model` (the platform's
+# builds the network there) that its averaged copy is not sharded; where the strategy shards nothing (one device,
+# DDP) the copy is whole like the weights, so the line says nothing. Under FSDP or model parallelism it stays.
+UNSHARDED_AVERAGING = r"You're using the WeightAveraging callback with a model that overrides the configure_model"
 QUIET_ENVIRONMENT = {
     "WANDB_QUIET": "true",  # W&B's run history and summary panels (~30 lines): metrics.csv and the log lines hold them
 }
@@ -73,3 +77,11 @@ def quiet_third_party() -> None:
     defaults = QUIET_ENVIRONMENT if sys.stderr.isatty() else {**QUIET_ENVIRONMENT, **FILE_ENVIRONMENT}
     for variable, value in defaults.items():
         os.environ.setdefault(variable, value)
+
+
+def quiet_unsharded_averaging(strategy: object) -> None:
+    """Drop WeightAveraging's sharding warning where `strategy` (a Trainer's) shards nothing: one device or DDP."""
+    from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
+
+    if isinstance(strategy, DDPStrategy | SingleDeviceStrategy):
+        warnings.filterwarnings("ignore", message=UNSHARDED_AVERAGING, category=UserWarning)
