@@ -55,18 +55,40 @@ def pip_package_dir(dist: str, module: str) -> Path:
 
 def apt_package_files(package: str) -> list[Path]:
     """Files of Debian package `package` (dpkg -L), apt-get installing it if missing."""
-    if shutil.which("dpkg-query") is None or shutil.which("apt-get") is None:
-        raise SourceUnavailable(f"apt-get/dpkg not found; Debian package {package} needs a Debian-like system")
-    status = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True)
-    if not status.stdout.endswith(" installed"):
+    if not apt_installed(package):
         apt_install(package)
     listing = subprocess.run(["dpkg", "-L", package], capture_output=True, text=True, check=False)
     return [Path(line) for line in listing.stdout.splitlines() if Path(line).is_file()]
 
 
+def apt_installed(package: str) -> bool:
+    """Whether dpkg lists `package` as installed; SourceUnavailable off a Debian-like system."""
+    if shutil.which("dpkg-query") is None or shutil.which("apt-get") is None:
+        raise SourceUnavailable(f"apt-get/dpkg not found; Debian package {package} needs a Debian-like system")
+    status = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True)
+    return status.stdout.endswith(" installed")
+
+
+def require_apt_packages(packages: Sequence[str]) -> None:
+    """Install the missing ones of several packages (root), or fail once naming them all in one sudo line."""
+    missing = [package for package in packages if not apt_installed(package)]
+    if missing and not running_as_root():
+        names = " ".join(missing)
+        raise SourceUnavailable(
+            f"{len(missing)} Debian packages are not installed; run: sudo apt-get install -y {names}"
+        )
+    for package in missing:
+        apt_install(package)
+
+
+def running_as_root() -> bool:
+    """Whether this process may run apt-get install."""
+    return getattr(os, "geteuid", lambda: -1)() == 0
+
+
 def apt_install(package: str) -> None:
     """apt-get install a package (root only), refreshing the package lists once if it is unknown."""
-    if getattr(os, "geteuid", lambda: -1)() != 0:
+    if not running_as_root():
         raise SourceUnavailable(f"Debian package {package} is not installed; run: sudo apt-get install -y {package}")
     log.info("installing Debian package %s with apt-get", package)
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}

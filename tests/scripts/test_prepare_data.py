@@ -150,6 +150,21 @@ def test_apt_install_needs_root(monkeypatch: pytest.MonkeyPatch) -> None:
         src.apt_install("trans-de-en")
 
 
+def test_missing_packages_are_named_in_one_line_without_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without root, every missing package of a dataset is named in one sudo line, not one per rerun; as root each
+    missing one (and only those) is installed."""
+    monkeypatch.setattr(src, "apt_installed", lambda package: package == "git-man")
+    installed: list[str] = []
+    monkeypatch.setattr(src, "apt_install", installed.append)
+    monkeypatch.setattr(src.os, "geteuid", lambda: 1000, raising=False)
+    with pytest.raises(src.SourceUnavailable, match=r"2 Debian packages .* sudo apt-get install -y coreutils tar$"):
+        src.require_apt_packages(["coreutils", "git-man", "tar"])
+    assert installed == []
+    monkeypatch.setattr(src.os, "geteuid", lambda: 0, raising=False)
+    src.require_apt_packages(["coreutils", "git-man", "tar"])
+    assert installed == ["coreutils", "tar"]
+
+
 # --------------------------------------------------------------------------- runner
 
 
@@ -337,6 +352,7 @@ def test_software_messages_read_german_catalogs_and_skip_unreadable_ones(
         write_mo(tmp_path / "de/LC_MESSAGES/old.mo", {"open": "öffnen"}, encoding="latin-1", charset="utf-8"),
     ]
     monkeypatch.setattr(prepare_data, "apt_package_files", lambda package: files)
+    monkeypatch.setattr(prepare_data, "require_apt_packages", lambda packages: None)
     monkeypatch.setattr(prepare_data, "MESSAGES_HELD_OUT", 2)
     prepare_data.build_software_messages(tmp_path / "out", prepare_data.Options(seed=0))
     rows = {name: read_sources(tmp_path / f"out/de_en_messages/{name}.jsonl") for name in ("train", "val", "test")}
