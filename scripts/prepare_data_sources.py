@@ -75,7 +75,7 @@ def require_apt_packages(packages: Sequence[str]) -> None:
     if missing and not running_as_root():
         names = " ".join(missing)
         raise SourceUnavailable(
-            f"{len(missing)} Debian packages are not installed; run: sudo apt-get install -y {names}"
+            f"Debian packages not installed: {', '.join(missing)}; run: sudo apt-get install -y {names}"
         )
     for package in missing:
         apt_install(package)

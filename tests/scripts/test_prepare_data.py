@@ -157,7 +157,9 @@ def test_missing_packages_are_named_in_one_line_without_root(monkeypatch: pytest
     installed: list[str] = []
     monkeypatch.setattr(src, "apt_install", installed.append)
     monkeypatch.setattr(src.os, "geteuid", lambda: 1000, raising=False)
-    with pytest.raises(src.SourceUnavailable, match=r"2 Debian packages .* sudo apt-get install -y coreutils tar$"):
+    with pytest.raises(
+        src.SourceUnavailable, match=r"not installed: coreutils, tar; run: sudo apt-get install -y coreutils tar$"
+    ):
         src.require_apt_packages(["coreutils", "git-man", "tar"])
     assert installed == []
     monkeypatch.setattr(src.os, "geteuid", lambda: 0, raising=False)
