@@ -61,10 +61,10 @@ from prepare_data_senses import TRAIN_PAIRS, build_word_senses
 from prepare_data_sources import (
     SourceUnavailable,
     apt_package_files,
+    apt_packages_files,
     pick_file,
     pip_package_dir,
     read_text_any,
-    require_apt_packages,
 )
 from prepare_data_vectors import spacy_vectors
 
@@ -251,10 +251,9 @@ def read_catalog(path: Path) -> dict[Any, str]:
 def build_software_messages(root: Path, opts: Options) -> Counts:
     """German program messages and their English originals from Debian's gettext catalogs ->
     de_en_messages/{train,val,test}.jsonl; val and test hold MESSAGES_HELD_OUT messages each, none in train."""
-    require_apt_packages(MESSAGE_PACKAGES)  # without root: one line naming every missing catalog package
     pairs: dict[str, str] = {}
-    for package in MESSAGE_PACKAGES:
-        for path in sorted(apt_package_files(package)):
+    for files in apt_packages_files(MESSAGE_PACKAGES).values():  # without root: one error naming every missing one
+        for path in sorted(files):
             if path.suffix == ".mo" and path.parent.match("de/LC_MESSAGES"):
                 for source, target in message_pairs(read_catalog(path)):
                     pairs.setdefault(source, target)
@@ -344,8 +343,7 @@ def japanese_manual_documents(opts: Options, held_out: set[str]) -> tuple[list[l
     """Debian's Japanese manuals and guides as documents of sentences split into morphemes by janome (the IPA
     dictionary, as ner_ja's corpus is split), none of `held_out`: (train, val), 1% of the documents held out,
     --limit capping the training documents."""
-    require_apt_packages(JAPANESE_DOC_PACKAGES)  # without root: one line naming every missing one
-    files = sorted(path for package in JAPANESE_DOC_PACKAGES for path in apt_package_files(package))
+    files = sorted(path for paths in apt_packages_files(JAPANESE_DOC_PACKAGES).values() for path in paths)
     documents = japanese_documents(files, exclude=held_out)
     log.info(
         "Japanese manuals: %d documents, %d sentences; splitting into morphemes",

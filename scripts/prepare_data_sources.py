@@ -55,8 +55,17 @@ def pip_package_dir(dist: str, module: str) -> Path:
 
 def apt_package_files(package: str) -> list[Path]:
     """Files of Debian package `package` (dpkg -L), apt-get installing it if missing."""
-    if not apt_installed(package):
-        apt_install(package)
+    return apt_packages_files([package])[package]
+
+
+def apt_packages_files(packages: Sequence[str]) -> dict[str, list[Path]]:
+    """Each package's files (dpkg -L), the missing ones installed first (root) or named all in one error."""
+    require_apt_packages(packages)
+    return {package: dpkg_files(package) for package in packages}
+
+
+def dpkg_files(package: str) -> list[Path]:
+    """The files dpkg lists for an installed package."""
     listing = subprocess.run(["dpkg", "-L", package], capture_output=True, text=True, check=False)
     return [Path(line) for line in listing.stdout.splitlines() if Path(line).is_file()]
 

@@ -353,8 +353,7 @@ def test_software_messages_read_german_catalogs_and_skip_unreadable_ones(
         write_mo(tmp_path / "fr/LC_MESSAGES/tool.mo", {"cannot open": "impossible d'ouvrir le fichier"}),
         write_mo(tmp_path / "de/LC_MESSAGES/old.mo", {"open": "öffnen"}, encoding="latin-1", charset="utf-8"),
     ]
-    monkeypatch.setattr(prepare_data, "apt_package_files", lambda package: files)
-    monkeypatch.setattr(prepare_data, "require_apt_packages", lambda packages: None)
+    monkeypatch.setattr(prepare_data, "apt_packages_files", lambda packages: dict.fromkeys(packages, files))
     monkeypatch.setattr(prepare_data, "MESSAGES_HELD_OUT", 2)
     prepare_data.build_software_messages(tmp_path / "out", prepare_data.Options(seed=0))
     rows = {name: read_sources(tmp_path / f"out/de_en_messages/{name}.jsonl") for name in ("train", "val", "test")}

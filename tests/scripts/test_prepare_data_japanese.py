@@ -110,8 +110,7 @@ def test_japanese_text_holds_out_ner_val_and_test_sentences(
     pages = [write_doc(tmp_path / f"doc/{i}.html", page.replace("の文", f"の文{i}") + page) for i in range(3)]
     monkeypatch.setattr(prepare_data, "ner_ja_parts", lambda seed: tagged)
     monkeypatch.setattr(prepare_data, "JAPANESE_DOC_PACKAGES", ("docs-ja",))
-    monkeypatch.setattr(prepare_data, "apt_package_files", lambda package: pages)
-    monkeypatch.setattr(prepare_data, "require_apt_packages", lambda packages: None)
+    monkeypatch.setattr(prepare_data, "apt_packages_files", lambda packages: dict.fromkeys(packages, pages))
     monkeypatch.setattr(prepare_data, "janome_segmenter", CharSegmenter)
     prepare_data.build_japanese_text(tmp_path / "out", prepare_data.Options(seed=0, limit=limit))
     train = (tmp_path / "out/ja_text/train.txt").read_text(encoding="utf-8").split("\n")
@@ -133,8 +132,7 @@ def test_japanese_manuals_hold_no_ner_sentence(tmp_path: Path, monkeypatch: pyte
     pages = [write_doc(tmp_path / f"doc/{i}.html", page.replace("画像", f"画像{i}")) for i in range(3)]
     monkeypatch.setattr(prepare_data, "ner_ja_parts", lambda seed: tagged)
     monkeypatch.setattr(prepare_data, "JAPANESE_DOC_PACKAGES", ("docs-ja",))
-    monkeypatch.setattr(prepare_data, "apt_package_files", lambda package: pages)
-    monkeypatch.setattr(prepare_data, "require_apt_packages", lambda packages: None)
+    monkeypatch.setattr(prepare_data, "apt_packages_files", lambda packages: dict.fromkeys(packages, pages))
     monkeypatch.setattr(prepare_data, "janome_segmenter", CharSegmenter)
     prepare_data.build_japanese_manuals(tmp_path / "out", prepare_data.Options(seed=0, limit=None))
     text = "".join((tmp_path / f"out/ja_manuals/{s}.txt").read_text(encoding="utf-8") for s in ("train", "val"))
