@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import torch
+from torch import Tensor
 from torch.utils.data import DataLoader
 
 from tasks.token_classification.mentions import replaced_copies
@@ -19,6 +21,7 @@ from tasks.token_classification.windows import (
     neighbour_words,
     sentence_table,
 )
+from tasks.token_classification.word_features import NO_FEATURE, check_features
 from tetraformer.data import DataError, LabelVocabulary
 from tetraformer.data.collate import IGNORE_INDEX, PaddingCollator
 from tetraformer.data.conll import SentenceFormat, TaggedSentence, WordSplit, join_words, read_sentences
@@ -74,6 +77,8 @@ class TokenClassificationData(LabelledData, TextDataModule):
         mention_replace_prob: float = 0.5,
         bucket: bool = False,
         vocab_paths: list[str] | None = None,
+        word_features: list[str] | None = None,
+        word_feature_buckets: int = 4096,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -97,6 +102,8 @@ class TokenClassificationData(LabelledData, TextDataModule):
         self.max_length, self.stride, self.context, self.bucket = max_length, stride, context, bucket
         self.mention_copies, self.mention_replace_prob = mention_copies, mention_replace_prob
         self.vocab_paths = list(vocab_paths or [])
+        check_features(word_features or [], word_feature_buckets)
+        self.word_features, self.word_feature_buckets = tuple(word_features or ()), word_feature_buckets
         self.vocabulary: LabelVocabulary | None = None
         self.sentences: dict[str, StoreRows] = {}  # by split: its sentences' rows in the store's `sentences` table
 
@@ -139,6 +146,11 @@ class TokenClassificationData(LabelledData, TextDataModule):
             "context": self.context,
             "label_all_subwords": self.label_all_subwords,
             "labelled": split != "predict",
+            **(
+                {"word_features": self.word_features, "buckets": self.word_feature_buckets}
+                if self.word_features
+                else {}
+            ),
             **(self.copy_options() if split == "train" else {}),
         }
 
@@ -167,7 +179,14 @@ class TokenClassificationData(LabelledData, TextDataModule):
             columns["before"], columns["after"] = neighbour_words(sentences, self.context)
         numbered = Dataset.from_dict(columns)
         encode = SentenceWindows(
-            self.tokenizer, self.max_length, self.stride, self.label_all_subwords, labelled, self.context
+            self.tokenizer,
+            self.max_length,
+            self.stride,
+            self.label_all_subwords,
+            labelled,
+            self.context,
+            self.word_features,
+            self.word_feature_buckets,
         )
         windows = tokenize_rows(numbered, encode, scratch, self.num_proc, f"tokenizing {split} sentences")
         return {SENTENCES: sentence_table(sentences, labelled), ROWS: windows}
@@ -221,13 +240,18 @@ class TokenClassificationData(LabelledData, TextDataModule):
 
     def spec_fields(self) -> dict[str, Any]:
         """The tag vocabulary and the scheme its tags follow."""
-        return {"labels": self.vocabulary, "extras": {"scheme": self.scheme}}
+        extras: dict[str, Any] = {"scheme": self.scheme}
+        if self.word_features:
+            extras |= {"word_features": list(self.word_features), "word_feature_buckets": self.word_feature_buckets}
+        return {"labels": self.vocabulary, "extras": extras}
 
     def use_spec(self, spec: DataSpec) -> None:
         """Read tags as a checkpoint's spec says; data in another tag scheme is an error."""
         scheme = spec.extras.get("scheme", self.scheme)
         if scheme != self.scheme:
             raise DataError(f"the data's tag scheme {self.scheme} differs from the checkpoint's {scheme}")
+        self.word_features = tuple(spec.extras.get("word_features", ()))  # the checkpoint's model reads these
+        self.word_feature_buckets = spec.extras.get("word_feature_buckets", self.word_feature_buckets)
         super().use_spec(spec)
 
     def use_labels(self, vocabulary: LabelVocabulary) -> None:
@@ -252,6 +276,8 @@ class TokenClassificationData(LabelledData, TextDataModule):
         order = list(dict.fromkeys(r["sentence"] for r in rows))
         local = {s: i for i, s in enumerate(order)}
         batch["token_type_ids"] = batch["input_ids"].new_zeros(batch["input_ids"].shape)  # (B, T) one segment
+        if self.word_features:
+            batch["word_features"] = padded_features([r["word_features"] for r in rows], batch["input_ids"].shape[1])
         batch["sentence"] = batch["input_ids"].new_tensor([local[r["sentence"]] for r in rows])  # (B,)
         if "record" in rows[0]:
             first = {r["sentence"]: r for r in reversed(rows)}
@@ -266,6 +292,14 @@ class TokenClassificationData(LabelledData, TextDataModule):
         lengths = rows.lengths().tolist() if self.bucket and shuffle else None
         sampler = SentenceBatches(rows.column("sentence").tolist(), self.batch_size, shuffle, lengths, self.seed)
         return self.make_loader(rows, train=shuffle, collate_fn=self.collate, batch_sampler=sampler)
+
+
+def padded_features(rows: list[list[list[int]]], length: int) -> Tensor:
+    """Windows' per-subword feature rows -> (B, T, K), NO_FEATURE past each window's end."""
+    out = torch.full((len(rows), length, len(rows[0][0])), NO_FEATURE, dtype=torch.long)  # (B, T, K)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.as_tensor(row, dtype=torch.long)
+    return out
 
 
 def scheme_tags(tags: Iterable[str], scheme: str) -> list[str]:

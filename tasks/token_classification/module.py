@@ -69,8 +69,10 @@ class TokenClassification(LabelledTask, TaskModule):
     # --- network -------------------------------------------------------------------------------------
     @property
     def fresh_parts(self) -> tuple[str, ...]:
-        """The tagging head, and the CRF's scores with `crf`: what trains in full under LoRA."""
-        return ("head", "crf") if self.crf else ("head",)
+        """The tagging head, the CRF's scores with `crf`, the word-feature rows with word features: what trains in
+        full under LoRA."""
+        features = bool(self.spec is not None and self.spec.extras.get("word_features"))
+        return ("head", *(("crf",) if self.crf else ()), *(("features",) if features else ()))
 
     @property
     def scheme(self) -> str | None:
@@ -114,12 +116,16 @@ class TokenClassification(LabelledTask, TaskModule):
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
         """A TokenClassifier with one output per tag (a CRFTokenClassifier with `crf`)."""
-        return build_token_classifier(cfg, self.backbone_kind, len(self.vocabulary), self.crf)
+        names = self.spec.extras.get("word_features") if self.spec is not None else None
+        features = (len(names), int(self.spec.extras["word_feature_buckets"])) if names else None
+        return build_token_classifier(cfg, self.backbone_kind, len(self.vocabulary), self.crf, features)
 
     # --- steps ---------------------------------------------------------------------------------------
     def forward_batch(self, batch: dict[str, Tensor]) -> Tensor:
         """(B, T) window ids and mask (and segments on an encoder) -> (B, T, L) logits."""
         extra = {"token_type_ids": batch["token_type_ids"]} if isinstance(self.net.backbone, TextEncoder) else {}
+        if "word_features" in batch:
+            extra["word_features"] = batch["word_features"]  # (B, T, K)
         return self.net(batch["input_ids"], attention_mask=batch["attention_mask"], **extra)
 
     def word_scores(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
