@@ -25,14 +25,14 @@ class CRFTokenClassifier(TokenClassifier):
 
 
 class FeatureTokenClassifier(TokenClassifier):
-    """A tagger on an encoder whose every subword also reads its word's hashed lexical features
+    """A tagger on an encoder whose every subword also reads its word's lexical features
     (WordFeatureEmbedding), added to the token embedding before the encoder; with `crf`, CRF scores `crf`."""
 
-    def __init__(self, backbone: object, num_labels: int, n_features: int, buckets: int, crf: bool) -> None:
+    def __init__(self, backbone: object, num_labels: int, feature_rows: int, crf: bool) -> None:
         super().__init__(backbone, num_labels)
         if crf:
             self.crf = TagTransitions(num_labels)
-        self.features = WordFeatureEmbedding(n_features, buckets, backbone.cfg.d_model)
+        self.features = WordFeatureEmbedding(feature_rows, backbone.cfg.d_model)
         init_weights(self.features, backbone.cfg)
         self.features.reset_padding()
 
@@ -55,15 +55,16 @@ def build_token_classifier(
     backbone: BackboneKind,
     num_labels: int,
     crf: bool = False,
-    features: tuple[int, int] | None = None,
+    feature_rows: int = 0,
 ) -> TokenClassifier:
     """A TokenClassifier (with `crf`, a CRFTokenClassifier) with one output per tag on a new backbone of the kind.
 
     A decoder labels each word from the words before it only (no right context); an encoder-decoder labels
-    from its encoder's features. `features` (how many, buckets each): a FeatureTokenClassifier (encoder only).
+    from its encoder's features. `feature_rows` (the word features' table size): a FeatureTokenClassifier (encoder
+    only).
     """
-    if features is not None:
+    if feature_rows:
         if backbone != "encoder":
             raise ConfigError(f"--data.word_features needs --model.backbone encoder, not {backbone}")
-        return FeatureTokenClassifier(build_backbone(cfg, backbone), num_labels, *features, crf)
+        return FeatureTokenClassifier(build_backbone(cfg, backbone), num_labels, feature_rows, crf)
     return (CRFTokenClassifier if crf else TokenClassifier)(build_backbone(cfg, backbone), num_labels)

@@ -11,6 +11,7 @@ from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy
 
 from tasks.token_classification.model import build_token_classifier
+from tasks.token_classification.word_features import FeatureVocabulary
 from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.core.backbones import BackboneKind
 from tetraformer.core.heads import TokenClassificationHead
@@ -116,9 +117,9 @@ class TokenClassification(LabelledTask, TaskModule):
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
         """A TokenClassifier with one output per tag (a CRFTokenClassifier with `crf`)."""
-        names = self.spec.extras.get("word_features") if self.spec is not None else None
-        features = (len(names), int(self.spec.extras["word_feature_buckets"])) if names else None
-        return build_token_classifier(cfg, self.backbone_kind, len(self.vocabulary), self.crf, features)
+        values = self.spec.extras.get("word_features") if self.spec is not None else None
+        rows = FeatureVocabulary(dict(values)).rows if values else 0
+        return build_token_classifier(cfg, self.backbone_kind, len(self.vocabulary), self.crf, rows)
 
     # --- steps ---------------------------------------------------------------------------------------
     def forward_batch(self, batch: dict[str, Tensor]) -> Tensor:
