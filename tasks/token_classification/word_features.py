@@ -81,7 +81,8 @@ class FeatureVocabulary:
     @classmethod
     def count(cls, sentences: Iterable[Sequence[str]], names: Sequence[str], min_count: int) -> FeatureVocabulary:
         """The values of `names` that the words of `sentences` show at least `min_count` times."""
-        counts = {name: Counter(FEATURES[name](w) for words in sentences for w in words) for name in names}
+        words = [w for sentence in sentences for w in sentence]
+        counts = {name: Counter(FEATURES[name](w) for w in words) for name in names}
         return cls({name: _kept(counts[name], min_count) for name in names})
 
     @cached_property

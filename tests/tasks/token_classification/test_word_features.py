@@ -42,7 +42,8 @@ def test_values_the_training_words_do_not_show_read_their_features_unseen_row() 
     """Kept values have rows of their own inside their feature's part; a rare or unseen value reads the part's first
     row, never another word's; row 0 is nobody's."""
     words = [["Alice", "saw", "the", "cat"], ["the", "cat", "saw", "Bob"], ["Alice", "ran"]]
-    vocabulary = FeatureVocabulary.count(words, NAMES, min_count=2)
+    vocabulary = FeatureVocabulary.count(iter(words), NAMES, min_count=2)  # read once, for every feature
+    assert vocabulary.values["suffix3"] == ["cat", "ice", "saw", "the"]  # "Alice" -> "ice", twice
     assert vocabulary.values["lower"] == ["alice", "cat", "saw", "the"]  # by count, then by value; "ran" once
     assert vocabulary.rows == 1 + sum(1 + len(v) for v in vocabulary.values.values())
     starts = zip(vocabulary.starts, NAMES, strict=True)
