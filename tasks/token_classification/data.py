@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable
 from functools import partial
@@ -10,8 +9,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import torch
-from torch import Tensor
 from torch.utils.data import DataLoader
 
 from tasks.token_classification.mentions import replaced_copies
@@ -22,7 +19,6 @@ from tasks.token_classification.windows import (
     neighbour_words,
     sentence_table,
 )
-from tasks.token_classification.word_features import NO_FEATURE, FeatureVocabulary, check_features
 from tetraformer.data import DataError, LabelVocabulary
 from tetraformer.data.collate import IGNORE_INDEX, PaddingCollator
 from tetraformer.data.conll import SentenceFormat, TaggedSentence, WordSplit, join_words, read_sentences
@@ -33,7 +29,6 @@ from tetraformer.data.store_rows import StoreRows
 from tetraformer.data.tag_schemes import PREFIXES, canonical_scheme, split_tag, tag_problem, to_canonical
 from tetraformer.data.word_alignment import SentenceBatches
 from tetraformer.errors import require
-from tetraformer.files import write_text_if_changed
 from tetraformer.training.base.labelled import LabelledData
 from tetraformer.training.base.text_datamodule import TextDataModule
 
@@ -41,7 +36,6 @@ log = logging.getLogger(__name__)
 Row = dict[str, Any]  # one window: input_ids, word_labels, labels, word_index, sentence (+ record, words)
 TagScheme = Literal["IOB1", "IOB2", "BIOES", "IO"]
 WORDS_FILE = "train_words.txt"  # the training sentences as text, what the run's tokenizer is trained on
-FEATURES_FILE = "word_features.json"  # the word features' values counted on the training words
 SENTENCES = "sentences"  # the store's table of sentences as read (tags, fields, words, file and line)
 
 
@@ -80,8 +74,6 @@ class TokenClassificationData(LabelledData, TextDataModule):
         mention_replace_prob: float = 0.5,
         bucket: bool = False,
         vocab_paths: list[str] | None = None,
-        word_features: list[str] | None = None,
-        word_feature_min_count: int = 2,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -105,9 +97,6 @@ class TokenClassificationData(LabelledData, TextDataModule):
         self.max_length, self.stride, self.context, self.bucket = max_length, stride, context, bucket
         self.mention_copies, self.mention_replace_prob = mention_copies, mention_replace_prob
         self.vocab_paths = list(vocab_paths or [])
-        check_features(word_features or [], word_feature_min_count)
-        self.word_features, self.word_feature_min_count = tuple(word_features or ()), word_feature_min_count
-        self.feature_vocabulary: FeatureVocabulary | None = None  # counted on fit, or the checkpoint's
         self.vocabulary: LabelVocabulary | None = None
         self.sentences: dict[str, StoreRows] = {}  # by split: its sentences' rows in the store's `sentences` table
 
@@ -135,38 +124,7 @@ class TokenClassificationData(LabelledData, TextDataModule):
             sentences += [s for path in self.vocab_paths for s in self.read(path, labelled=False)]
             words = "".join(join_words(s.tokens, self.word_split) + "\n" for s in sentences)
             self.train_run_tokenizer_on(self.run_dir() / "tokenizer_data" / WORDS_FILE, words)
-        if self.word_features and self.feature_vocabulary is None and self.trainer_stage() == "fit":
-            self.count_features()
         self.prepare_stores()
-
-    def count_features(self) -> None:
-        """Count the word features' values on the training words into the run directory (FEATURES_FILE)."""
-        sentences = self.read(self.require("train"))
-        counted = FeatureVocabulary.count(
-            (s.tokens for s in sentences), self.word_features, self.word_feature_min_count
-        )
-        path = self.run_dir() / FEATURES_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_if_changed(path, json.dumps(counted.state(), ensure_ascii=False))
-        log.info(
-            "word features: %s",
-            ", ".join(f"{name} {len(values):,} values" for name, values in counted.values.items()),
-        )
-
-    def features(self) -> FeatureVocabulary | None:
-        """The word features' vocabulary: the checkpoint's, else the one counted into the run directory."""
-        if not self.word_features:
-            return None
-        if self.feature_vocabulary is None:
-            path = self.run_dir() / FEATURES_FILE
-            if not path.is_file():
-                self.count_features()  # a fit whose data was not prepared (e.g. datamodule used without a Trainer)
-            counted = FeatureVocabulary(json.loads(path.read_text(encoding="utf-8")))
-            if tuple(counted.values) != self.word_features:  # counted for other features by an earlier run
-                self.count_features()
-                counted = FeatureVocabulary(json.loads(path.read_text(encoding="utf-8")))
-            self.feature_vocabulary = counted
-        return self.feature_vocabulary
 
     def row_options(self, split: str) -> dict[str, Any]:
         """What changes a split's windows: how sentences are read and tags checked, how windows are cut."""
@@ -181,7 +139,6 @@ class TokenClassificationData(LabelledData, TextDataModule):
             "context": self.context,
             "label_all_subwords": self.label_all_subwords,
             "labelled": split != "predict",
-            **({"word_features": self.features().digest()} if self.word_features else {}),
             **(self.copy_options() if split == "train" else {}),
         }
 
@@ -210,13 +167,7 @@ class TokenClassificationData(LabelledData, TextDataModule):
             columns["before"], columns["after"] = neighbour_words(sentences, self.context)
         numbered = Dataset.from_dict(columns)
         encode = SentenceWindows(
-            self.tokenizer,
-            self.max_length,
-            self.stride,
-            self.label_all_subwords,
-            labelled,
-            self.context,
-            self.features(),
+            self.tokenizer, self.max_length, self.stride, self.label_all_subwords, labelled, self.context
         )
         windows = tokenize_rows(numbered, encode, scratch, self.num_proc, f"tokenizing {split} sentences")
         return {SENTENCES: sentence_table(sentences, labelled), ROWS: windows}
@@ -270,19 +221,13 @@ class TokenClassificationData(LabelledData, TextDataModule):
 
     def spec_fields(self) -> dict[str, Any]:
         """The tag vocabulary and the scheme its tags follow."""
-        extras: dict[str, Any] = {"scheme": self.scheme}
-        if self.word_features:
-            extras["word_features"] = self.features().state()
-        return {"labels": self.vocabulary, "extras": extras}
+        return {"labels": self.vocabulary, "extras": {"scheme": self.scheme}}
 
     def use_spec(self, spec: DataSpec) -> None:
         """Read tags as a checkpoint's spec says; data in another tag scheme is an error."""
         scheme = spec.extras.get("scheme", self.scheme)
         if scheme != self.scheme:
             raise DataError(f"the data's tag scheme {self.scheme} differs from the checkpoint's {scheme}")
-        values = spec.extras.get("word_features")  # the checkpoint's model reads these features, or none
-        self.feature_vocabulary = FeatureVocabulary(dict(values)) if values else None
-        self.word_features = tuple(values or ())
         super().use_spec(spec)
 
     def use_labels(self, vocabulary: LabelVocabulary) -> None:
@@ -307,8 +252,6 @@ class TokenClassificationData(LabelledData, TextDataModule):
         order = list(dict.fromkeys(r["sentence"] for r in rows))
         local = {s: i for i, s in enumerate(order)}
         batch["token_type_ids"] = batch["input_ids"].new_zeros(batch["input_ids"].shape)  # (B, T) one segment
-        if self.word_features:
-            batch["word_features"] = padded_features([r["word_features"] for r in rows], batch["input_ids"].shape[1])
         batch["sentence"] = batch["input_ids"].new_tensor([local[r["sentence"]] for r in rows])  # (B,)
         if "record" in rows[0]:
             first = {r["sentence"]: r for r in reversed(rows)}
@@ -323,14 +266,6 @@ class TokenClassificationData(LabelledData, TextDataModule):
         lengths = rows.lengths().tolist() if self.bucket and shuffle else None
         sampler = SentenceBatches(rows.column("sentence").tolist(), self.batch_size, shuffle, lengths, self.seed)
         return self.make_loader(rows, train=shuffle, collate_fn=self.collate, batch_sampler=sampler)
-
-
-def padded_features(rows: list[list[list[int]]], length: int) -> Tensor:
-    """Windows' per-subword feature rows -> (B, T, K), NO_FEATURE past each window's end."""
-    out = torch.full((len(rows), length, len(rows[0][0])), NO_FEATURE, dtype=torch.long)  # (B, T, K)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.as_tensor(row, dtype=torch.long)
-    return out
 
 
 def scheme_tags(tags: Iterable[str], scheme: str) -> list[str]:

@@ -11,7 +11,6 @@ from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy
 
 from tasks.token_classification.model import build_token_classifier
-from tasks.token_classification.word_features import FeatureVocabulary
 from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.core.backbones import BackboneKind
 from tetraformer.core.heads import TokenClassificationHead
@@ -70,10 +69,8 @@ class TokenClassification(LabelledTask, TaskModule):
     # --- network -------------------------------------------------------------------------------------
     @property
     def fresh_parts(self) -> tuple[str, ...]:
-        """The tagging head, the CRF's scores with `crf`, the word-feature rows with word features: what trains in
-        full under LoRA."""
-        features = bool(self.spec is not None and self.spec.extras.get("word_features"))
-        return ("head", *(("crf",) if self.crf else ()), *(("features",) if features else ()))
+        """The tagging head, and the CRF's scores with `crf`: what trains in full under LoRA."""
+        return ("head", "crf") if self.crf else ("head",)
 
     @property
     def scheme(self) -> str | None:
@@ -117,16 +114,12 @@ class TokenClassification(LabelledTask, TaskModule):
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
         """A TokenClassifier with one output per tag (a CRFTokenClassifier with `crf`)."""
-        values = self.spec.extras.get("word_features") if self.spec is not None else None
-        rows = FeatureVocabulary(dict(values)).rows if values else 0
-        return build_token_classifier(cfg, self.backbone_kind, len(self.vocabulary), self.crf, rows)
+        return build_token_classifier(cfg, self.backbone_kind, len(self.vocabulary), self.crf)
 
     # --- steps ---------------------------------------------------------------------------------------
     def forward_batch(self, batch: dict[str, Tensor]) -> Tensor:
         """(B, T) window ids and mask (and segments on an encoder) -> (B, T, L) logits."""
         extra = {"token_type_ids": batch["token_type_ids"]} if isinstance(self.net.backbone, TextEncoder) else {}
-        if "word_features" in batch:
-            extra["word_features"] = batch["word_features"]  # (B, T, K)
         return self.net(batch["input_ids"], attention_mask=batch["attention_mask"], **extra)
 
     def word_scores(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tasks.token_classification.word_features import FeatureVocabulary, piece_features
 from tetraformer.data.collate import IGNORE_INDEX
 from tetraformer.data.conll import TaggedSentence
 from tetraformer.data.records import LINE_COLUMN, SOURCE_COLUMN
@@ -60,8 +59,7 @@ def _nearest_words(sentences: Sequence[TaggedSentence], n: int, backwards: bool)
 class SentenceWindows:
     """Tokenizes a batch of sentences (one tokenizer call) into windows: ids, the word each labelled id stands for
     (`word_labels`), the word each id predicts (`word_index`) and the sentence's number. With `context`, up to that
-    many subwords of the neighbouring words (`before`, `after` columns) are read, unlabelled, on each side. With
-    `features`, each id also has its word's feature rows (`word_features`, see word_features.py)."""
+    many subwords of the neighbouring words (`before`, `after` columns) are read, unlabelled, on each side."""
 
     tokenizer: Any
     max_length: int
@@ -69,12 +67,9 @@ class SentenceWindows:
     label_all_subwords: bool
     labelled: bool
     context: int = 0
-    features: FeatureVocabulary | None = None
 
     def __call__(self, batch: Batch) -> Batch:
         out: Batch = {"input_ids": [], "word_labels": [], "word_index": [], "sentence": []}
-        if self.features is not None:
-            out["word_features"] = []
         pieces = batch_word_pieces(self.tokenizer, batch["tokens"])
         contexts = self.contexts(batch) if self.context else [([], [])] * len(pieces)
         for number, words, encoded, context in zip(batch["sentence"], batch["tokens"], pieces, contexts, strict=True):
@@ -86,8 +81,6 @@ class SentenceWindows:
                 out["word_labels"].append(window.labels)
                 out["word_index"].append(window.word_index)
                 out["sentence"].append(number)
-                if self.features is not None:
-                    out["word_features"].append(piece_features(words, window.word_of, self.features))
         return out
 
     def contexts(self, batch: Batch) -> list[tuple[list[int], list[int]]]:

@@ -33,7 +33,6 @@ class Window:
     input_ids: list[int]
     word_index: list[int]  # the sentence word this id predicts (first subword of an owned word), else -100
     labels: list[int]  # the training label of this id, else -100
-    word_of: list[int]  # the sentence word this id is a subword of (owned or not), else -100 (specials, context)
 
 
 def word_pieces(tokenizer: Any, words: list[str]) -> Pieces:
@@ -138,7 +137,6 @@ def sentence_windows(
     windows = []
     for index, (start, end) in enumerate(spans):
         ids, word_index, labels = list(prefix), [IGNORE_INDEX] * len(prefix), [IGNORE_INDEX] * len(prefix)
-        word_of = [IGNORE_INDEX] * len(prefix)
         for word in range(start, end):
             piece = pieces[word][:budget]
             owned = owner[word] == index
@@ -146,9 +144,8 @@ def sentence_windows(
             ids += piece
             word_index += [word if owned else IGNORE_INDEX] + [IGNORE_INDEX] * (len(piece) - 1)
             labels += [label] + [label if label_all_subwords else IGNORE_INDEX] * (len(piece) - 1)
-            word_of += [word] * len(piece)
         tail = [IGNORE_INDEX] * len(suffix)
-        windows.append(Window(ids + list(suffix), word_index + tail, labels + tail, word_of + tail))
+        windows.append(Window(ids + list(suffix), word_index + tail, labels + tail))
     return windows
 
 
