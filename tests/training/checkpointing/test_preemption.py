@@ -120,6 +120,25 @@ def test_sigterm_to_a_fit_process_exits_0_and_resumes_exactly(uninterrupted: Pat
     assert same_weights(run, uninterrupted), f"stopped at step {ckpt['global_step']}"
 
 
+@pytest.mark.slow
+def test_an_epoch_cut_by_an_integer_limit_resumes_mid_epoch_exactly(tmp_path: Path) -> None:
+    """With `limit_train_batches 4` each epoch stops after 4 of its 6 batches; stopped at step 6 (epoch 1, batch 2)
+    the run saves that position, and resumed it takes the epoch's last 2 batches and ends with the weights of the
+    same limited run that never stopped."""
+    whole = write_config(tmp_path, tmp_path / "whole", limit_train_batches=4)
+    fit(whole)
+    sender = {"step": 6, "signum": int(signal.SIGTERM), "validating": False}
+    callbacks = [{"class_path": "tests.training.resume_runs.SignalAt", "init_args": sender}]
+    config = write_config(tmp_path, tmp_path / "run", limit_train_batches=4, callbacks=callbacks)
+    fit(config)
+    (position,) = checkpoint(tmp_path / "run")["loops"]["fit_loop"]["state_dict"]["combined_loader"]
+    assert position == {"epoch": 1, "batches": 2}
+    fit(config, "--ckpt_path", "last")
+    epochs = [checkpoint(tmp_path / name)["epoch"] for name in ("run", "whole")]
+    assert epochs == [STEPS // 4 - 1] * 2  # both end in their fifth epoch (counted from 0)
+    assert same_weights(tmp_path / "run", tmp_path / "whole")
+
+
 @pytest.mark.distributed
 def test_sigterm_to_one_ddp_rank_stops_both_and_resumes_exactly(tmp_path: Path) -> None:
     """Two gloo ranks: SIGTERM to rank 1 only stops both at the same step, both exit 0; resumed, the run ends
