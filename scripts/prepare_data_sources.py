@@ -86,8 +86,8 @@ def require_apt_packages(packages: Sequence[str]) -> None:
         raise SourceUnavailable(
             f"Debian packages not installed: {', '.join(missing)}; run: sudo apt-get install -y {names}"
         )
-    for package in missing:
-        apt_install(package)
+    if missing:
+        apt_install(*missing)
 
 
 def running_as_root() -> bool:
@@ -95,18 +95,19 @@ def running_as_root() -> bool:
     return getattr(os, "geteuid", lambda: -1)() == 0
 
 
-def apt_install(package: str) -> None:
-    """apt-get install a package (root only), refreshing the package lists once if it is unknown."""
+def apt_install(*packages: str) -> None:
+    """apt-get install packages in one call (root only), refreshing the package lists once if one is unknown."""
+    names = " ".join(packages)
     if not running_as_root():
-        raise SourceUnavailable(f"Debian package {package} is not installed; run: sudo apt-get install -y {package}")
-    log.info("installing Debian package %s with apt-get", package)
+        raise SourceUnavailable(f"Debian package {names} is not installed; run: sudo apt-get install -y {names}")
+    log.info("installing Debian package %s with apt-get", names)
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", package]
+    cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages]
     try:
-        run_command(cmd, f"apt-get could not install {package}", env)
+        run_command(cmd, f"apt-get could not install {names}", env)
     except SourceUnavailable:
         run_command(["apt-get", "update", "-q"], "apt-get update failed", env)
-        run_command(cmd, f"apt-get could not install {package}", env)
+        run_command(cmd, f"apt-get could not install {names}", env)
 
 
 def pick_file(files: Iterable[Path], suffix: str, package: str) -> Path:

@@ -155,7 +155,7 @@ def test_missing_packages_are_named_in_one_line_without_root(monkeypatch: pytest
     missing one (and only those) is installed."""
     monkeypatch.setattr(src, "apt_installed", lambda package: package == "git-man")
     installed: list[str] = []
-    monkeypatch.setattr(src, "apt_install", installed.append)
+    monkeypatch.setattr(src, "apt_install", lambda *packages: installed.extend(packages))
     monkeypatch.setattr(src.os, "geteuid", lambda: 1000, raising=False)
     with pytest.raises(
         src.SourceUnavailable, match=r"not installed: coreutils, tar; run: sudo apt-get install -y coreutils tar$"

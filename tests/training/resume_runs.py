@@ -61,6 +61,12 @@ def paced(release: Path) -> dict[str, Any]:
     return {"callbacks": [{"class_path": f"{__name__}.Pace", "init_args": {"release": str(release)}}]}
 
 
+def signalled(step: int, signum: int, validating: bool = False) -> dict[str, Any]:
+    """Trainer options for write_config: the run signals itself at `step` (SignalAt)."""
+    sender = {"step": step, "signum": int(signum), "validating": validating}
+    return {"callbacks": [{"class_path": f"{__name__}.SignalAt", "init_args": sender}]}
+
+
 def write_config(root: Path, run: Path, **trainer: Any) -> Path:
     """A tiny char-level GPT config with dropout (so resuming must restore the RNG) training on a fixture text."""
     corpus = root / "corpus.txt"

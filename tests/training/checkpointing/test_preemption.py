@@ -19,6 +19,7 @@ from tests.training.resume_runs import (
     fit,
     paced,
     same_weights,
+    signalled,
     start,
     start_ranks,
     wait_for_step,
@@ -79,9 +80,7 @@ def test_signal_stops_at_the_boundary_with_last_saved_and_resumes_exactly(
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     requeued = fake_scontrol(tmp_path, monkeypatch)
     handler = signal.getsignal(signum)
-    sender = {"step": step, "signum": int(signum), "validating": validating}
-    callbacks = [{"class_path": "tests.training.resume_runs.SignalAt", "init_args": sender}]
-    config = write_config(tmp_path, tmp_path / "run", callbacks=callbacks)
+    config = write_config(tmp_path, tmp_path / "run", **signalled(step, signum, validating))
     fit(config)
     ckpt = checkpoint(tmp_path / "run")
     assert ckpt["global_step"] == step and data_position_matches(ckpt)
@@ -127,9 +126,7 @@ def test_an_epoch_cut_by_an_integer_limit_resumes_mid_epoch_exactly(tmp_path: Pa
     same limited run that never stopped."""
     whole = write_config(tmp_path, tmp_path / "whole", limit_train_batches=4)
     fit(whole)
-    sender = {"step": 6, "signum": int(signal.SIGTERM), "validating": False}
-    callbacks = [{"class_path": "tests.training.resume_runs.SignalAt", "init_args": sender}]
-    config = write_config(tmp_path, tmp_path / "run", limit_train_batches=4, callbacks=callbacks)
+    config = write_config(tmp_path, tmp_path / "run", limit_train_batches=4, **signalled(6, signal.SIGTERM))
     fit(config)
     (position,) = checkpoint(tmp_path / "run")["loops"]["fit_loop"]["state_dict"]["combined_loader"]
     assert position == {"epoch": 1, "batches": 2}
