@@ -6,11 +6,13 @@ import logging
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
 from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy
 
-from tasks.token_classification.model import build_token_classifier
+from tasks.token_classification.crf import TagTransitions
+from tasks.token_classification.model import TaggerEnsemble, build_token_classifier
 from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.core.backbones import BackboneKind
 from tetraformer.core.heads import TokenClassificationHead
@@ -43,6 +45,10 @@ class TokenClassification(LabelledTask, TaskModule):
     With `crf`, a linear-chain CRF learns tag-to-tag scores over the words' logits (its loss is the sentences'
     negative log-likelihood per word, first subwords only) and Viterbi decodes with them (and the scheme's
     constraints, when `decode constrained`).
+    With `ensemble` K > 1, K taggers of the same shape train side by side from their own initial weights, each
+    on its own loss (the loss logged is their mean); words are decoded from the mean of their log-probabilities
+    (with `crf`, of their emissions and tag-to-tag scores): a product of experts, which cuts the run-to-run
+    swings of a small tagger trained from scratch, at K times the cost of a step.
     Test writes the per-type entity report; no per-tag confusion report is made (label_names stays None):
     B-/I- tag counts mislead where entities are what is scored. The tag vocabulary and scheme travel in the
     checkpoint. The TaskModule options (arch, optim, init_from, label_smoothing) pass through `**kwargs`.
@@ -57,6 +63,7 @@ class TokenClassification(LabelledTask, TaskModule):
         decode: Decoding = "argmax",
         strict_scheme: bool = False,
         crf: bool = False,
+        ensemble: int = 1,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -64,6 +71,7 @@ class TokenClassification(LabelledTask, TaskModule):
         if decode not in ("argmax", "constrained"):
             raise ConfigError(f"--model.decode {decode!r}; expected argmax or constrained")
         self.backbone_kind, self.decode, self.strict_scheme, self.crf = backbone, decode, strict_scheme, crf
+        self.ensemble = check_ensemble(ensemble, self)
         self.transitions: tuple[Tensor, Tensor, Tensor] | None = None  # (start, trans, end) for Viterbi
 
     # --- network -------------------------------------------------------------------------------------
@@ -114,19 +122,24 @@ class TokenClassification(LabelledTask, TaskModule):
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
         """A TokenClassifier with one output per tag (a CRFTokenClassifier with `crf`)."""
-        return build_token_classifier(cfg, self.backbone_kind, len(self.vocabulary), self.crf)
+        return build_token_classifier(cfg, self.backbone_kind, len(self.vocabulary), self.crf, self.ensemble)
+
+    def members(self) -> list[nn.Module]:
+        """The taggers whose scores are pooled: the network itself, or an ensemble's members."""
+        return list(self.net.members) if isinstance(self.net, TaggerEnsemble) else [self.net]
 
     # --- steps ---------------------------------------------------------------------------------------
     def forward_batch(self, batch: dict[str, Tensor]) -> Tensor:
-        """(B, T) window ids and mask (and segments on an encoder) -> (B, T, L) logits."""
+        """(B, T) window ids and mask (and segments on an encoder) -> (K, B, T, L) logits of the K taggers."""
         extra = {"token_type_ids": batch["token_type_ids"]} if isinstance(self.net.backbone, TextEncoder) else {}
-        return self.net(batch["input_ids"], attention_mask=batch["attention_mask"], **extra)
+        logits = self.net(batch["input_ids"], attention_mask=batch["attention_mask"], **extra)
+        return logits if isinstance(self.net, TaggerEnsemble) else logits.unsqueeze(0)
 
     def word_scores(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """(logits (B, T, L) of the windows, word-level scores (S, W, L) of the batch's sentences: log-probabilities,
-        or a CRF's emissions, the logits themselves)."""
-        logits = self.forward_batch(batch).float()  # (B, T, L)
-        words = logits.detach() if self.crf else logits.detach().log_softmax(-1)
+        """(logits (K, B, T, L) of the windows, word-level scores (S, W, L) of the batch's sentences: the taggers'
+        mean log-probabilities, or their mean CRF emissions, the logits themselves)."""
+        logits = self.forward_batch(batch).float()  # (K, B, T, L)
+        words = (logits.detach() if self.crf else logits.detach().log_softmax(-1)).mean(0)  # (B, T, L)
         return logits, gather_words(words, batch["word_index"], batch["sentence"], fill=0.0)
 
     def decode_words(self, scores: Tensor, mask: Tensor) -> Tensor:
@@ -140,20 +153,32 @@ class TokenClassification(LabelledTask, TaskModule):
                     t.to(scores.device) for t in allowed_transitions(self.vocabulary.names, self.scheme)
                 )
             allowed = self.transitions
-        start, trans, end = self.net.crf.decode_scores(allowed) if self.crf else allowed
+        start, trans, end = self.pooled_transitions(allowed) if self.crf else allowed
         return constrained_decode(scores, mask, trans, start, end)
 
-    def sequence_loss(self, logits: Tensor, batch: dict[str, Tensor]) -> Tensor:
+    def pooled_transitions(self, allowed: tuple[Tensor, Tensor, Tensor] | None) -> tuple[Tensor, Tensor, Tensor]:
+        """(start, trans, end) for Viterbi: the mean over the taggers of their CRFs' scores, -inf where not allowed."""
+        scores = [member.crf.decode_scores(allowed) for member in self.members()]
+        return tuple(torch.stack(parts).mean(0) for parts in zip(*scores, strict=True))
+
+    def sequence_loss(self, logits: Tensor, batch: dict[str, Tensor], crf: TagTransitions) -> Tensor:
         """The sentences' CRF negative log-likelihood per labelled word (logits (B, T, L) of the windows)."""
         emissions = gather_words(logits, batch["word_index"], batch["sentence"], fill=0.0)  # (S, W, L)
         targets = gather_words(batch["labels"], batch["word_index"], batch["sentence"])  # (S, W)
         mask = targets != IGNORE_INDEX  # (S, W)
-        nll = self.net.crf.negative_log_likelihood(emissions, targets, mask)  # (S,)
+        nll = crf.negative_log_likelihood(emissions, targets, mask)  # (S,)
         return nll.sum() / mask.sum().clamp(min=1)
 
     def loss(self, logits: Tensor, batch: dict[str, Tensor]) -> Tensor:
-        """Cross-entropy over labelled subwords, or with `crf` the CRF's loss over words."""
-        return self.sequence_loss(logits, batch) if self.crf else self.cross_entropy(logits, batch["labels"])
+        """The mean over the taggers (logits (K, B, T, L)) of their cross-entropy over labelled subwords, or with
+        `crf` of their CRF's loss over words."""
+        losses = [
+            self.sequence_loss(member_logits, batch, member.crf)
+            if self.crf
+            else self.cross_entropy(member_logits, batch["labels"])
+            for member_logits, member in zip(logits, self.members(), strict=True)
+        ]
+        return torch.stack(losses).mean()
 
     def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
         """The loss; outside training, word-level predictions feed the metrics.
@@ -214,3 +239,15 @@ class TokenClassification(LabelledTask, TaskModule):
             ]
             out.append({**record, "tokens": words, PREDICTED: tags, "entities": entities})
         return out
+
+
+def check_ensemble(ensemble: int, task: TaskModule) -> int:
+    """The ensemble size, refused below 1 or beside options that load or adapt one network."""
+    if not isinstance(ensemble, int) or ensemble < 1:
+        raise ConfigError(f"--model.ensemble {ensemble!r}; expected a whole number of taggers, 1 or more")
+    if ensemble > 1:
+        clashes = {"init_from": task.init_from, "lora": task.lora.cfg.enabled, "word_vectors": task.word_vectors}
+        named = [f"--model.{name}" for name, value in clashes.items() if value]
+        if named:
+            raise ConfigError(f"--model.ensemble {ensemble} trains taggers from scratch; drop {', '.join(named)}")
+    return ensemble
