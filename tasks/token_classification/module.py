@@ -121,7 +121,8 @@ class TokenClassification(LabelledTask, TaskModule):
         return self.arch.replace(vocab_size=spec.vocab_size, max_len=max_len, type_vocab_size=types)
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
-        """A TokenClassifier with one output per tag (a CRFTokenClassifier with `crf`)."""
+        """A TokenClassifier with one output per tag (a CRFTokenClassifier with `crf`); a TaggerEnsemble of
+        `ensemble` of them when it is above 1."""
         return build_token_classifier(cfg, self.backbone_kind, len(self.vocabulary), self.crf, self.ensemble)
 
     def members(self) -> list[nn.Module]:
