@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tasks.token_classification.model import TaggerEnsemble, build_token_classifier
+from tasks.token_classification.model import CRFTokenClassifier, TaggerEnsemble, build_token_classifier
 from tasks.token_classification.module import TokenClassification
 from tetraformer.core import TransformerConfig
 from tetraformer.core.viterbi import constrained_decode
@@ -52,7 +52,7 @@ def test_members_start_from_their_own_weights() -> None:
     assert isinstance(net, TaggerEnsemble) and len(net.members) == 3
     rows = [m.backbone.embed.tokens.weight for m in net.members]
     assert not torch.equal(rows[0], rows[1]) and not torch.equal(rows[1], rows[2])
-    assert isinstance(build_token_classifier(CFG, "encoder", TAGS, crf=True), torch.nn.Module)
+    assert isinstance(build_token_classifier(CFG, "encoder", TAGS, crf=True), CRFTokenClassifier)  # K = 1: no wrapper
 
 
 @pytest.mark.parametrize("crf", [False, True])
