@@ -120,8 +120,11 @@ def test_every_exportable_network_converts(architecture: str, network: str, tmp_
 
 def test_unknown_network_and_foreign_class_are_refused(tmp_path: Path) -> None:
     """A network no family exports, and a class posing as another family's architecture, are named errors."""
-    with pytest.raises(InteropError, match=r"no Hugging Face export for a Linear network \(exportable: .*CausalLM"):
+    refused = r"no Hugging Face export for a Linear network \(exportable: .*CausalLM"
+    with pytest.raises(InteropError, match=refused) as err:
         export_class(nn.Linear(2, 2))
+    listed = str(err.value).split("(exportable: ")[1].rstrip(")").split(", ")
+    assert len(listed) == len(set(listed)), listed  # a type two families export is named once
 
     class Impostor(HFModel):
         architecture = "BertModel"

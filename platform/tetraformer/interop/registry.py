@@ -110,7 +110,7 @@ def export_class(net: nn.Module) -> type[HFModel]:
             architecture = architecture.pick(net) if isinstance(architecture, ExportChoice) else architecture
             if architecture is not None:
                 return spec.head(architecture)
-    known = ", ".join(export_name(key) for spec in FAMILIES.values() for key in spec.exports)
+    known = ", ".join(dict.fromkeys(export_name(key) for spec in FAMILIES.values() for key in spec.exports))
     raise InteropError(
         f"no Hugging Face export for a {export_name(keys[0] if keys else type(net))} network (exportable: {known})"
     )
