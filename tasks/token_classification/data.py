@@ -11,6 +11,7 @@ from typing import Any, Literal
 import numpy as np
 from torch.utils.data import DataLoader
 
+from tasks.token_classification.made_up import made_up_copies
 from tasks.token_classification.mentions import replaced_copies
 from tasks.token_classification.windows import (
     SentenceFields,
@@ -72,6 +73,8 @@ class TokenClassificationData(LabelledData, TextDataModule):
         context: int = 0,
         mention_copies: int = 0,
         mention_replace_prob: float = 0.5,
+        made_up_copies: int = 0,
+        made_up_prob: float = 0.5,
         bucket: bool = False,
         vocab_paths: list[str] | None = None,
         **kwargs: Any,
@@ -89,6 +92,15 @@ class TokenClassificationData(LabelledData, TextDataModule):
             "needs --data.val_path (a validation share held out of the training file would have copies in training)",
         )
         require(self, "mention_replace_prob", mention_replace_prob, 0 < mention_replace_prob <= 1, "must be in (0, 1]")
+        require(self, "made_up_copies", made_up_copies, made_up_copies >= 0, "must be 0 or more")
+        require(
+            self,
+            "made_up_copies",
+            made_up_copies,
+            not made_up_copies or bool(self.val_path),
+            "needs --data.val_path (a validation share held out of the training file would have copies in training)",
+        )
+        require(self, "made_up_prob", made_up_prob, 0 < made_up_prob <= 1, "must be in (0, 1]")
         self.save_hyperparameters()
         canonical_scheme(tag_scheme)  # an unknown scheme fails here, naming the known ones
         self.format, self.tag_scheme, self.word_split = format, tag_scheme, word_split
@@ -96,6 +108,7 @@ class TokenClassificationData(LabelledData, TextDataModule):
         self.fixed_labels, self.label_all_subwords = labels, label_all_subwords
         self.max_length, self.stride, self.context, self.bucket = max_length, stride, context, bucket
         self.mention_copies, self.mention_replace_prob = mention_copies, mention_replace_prob
+        self.made_up_copies, self.made_up_prob = made_up_copies, made_up_prob
         self.vocab_paths = list(vocab_paths or [])
         self.vocabulary: LabelVocabulary | None = None
         self.sentences: dict[str, StoreRows] = {}  # by split: its sentences' rows in the store's `sentences` table
@@ -143,14 +156,13 @@ class TokenClassificationData(LabelledData, TextDataModule):
         }
 
     def copy_options(self) -> dict[str, Any]:
-        """What makes the training split's mention-replaced copies (none without `mention_copies`)."""
-        if not self.mention_copies:
-            return {}
-        return {
-            "mention_copies": self.mention_copies,
-            "mention_replace_prob": self.mention_replace_prob,
-            "seed": self.seed,
-        }
+        """What makes the training split's mention-replaced and made-up-word copies (none without either)."""
+        options: dict[str, Any] = {}
+        if self.mention_copies:
+            options |= {"mention_copies": self.mention_copies, "mention_replace_prob": self.mention_replace_prob}
+        if self.made_up_copies:
+            options |= {"made_up_copies": self.made_up_copies, "made_up_prob": self.made_up_prob}
+        return options | {"seed": self.seed} if options else {}
 
     def build_rows(self, split: str, path: str, scratch: Path) -> Tables:
         """The sentences of a split's files (`sentences`) and their windows (`rows`, SentenceWindows)."""
@@ -158,10 +170,8 @@ class TokenClassificationData(LabelledData, TextDataModule):
 
         labelled = split != "predict"
         sentences = self.read(path, labelled)
-        if split == "train" and self.mention_copies:
-            copies = replaced_copies(sentences, self.scheme, self.mention_copies, self.mention_replace_prob, self.seed)
-            log.info("training on %d sentences and %d mention-replaced copies", len(sentences), len(copies))
-            sentences += copies
+        if split == "train" and (self.mention_copies or self.made_up_copies):
+            sentences += self.training_copies(sentences)
         columns = {"tokens": [s.tokens for s in sentences], "sentence": range(len(sentences))}
         if self.context:  # words before and after each sentence; at least one subword each, so enough to cut from
             columns["before"], columns["after"] = neighbour_words(sentences, self.context)
@@ -171,6 +181,18 @@ class TokenClassificationData(LabelledData, TextDataModule):
         )
         windows = tokenize_rows(numbered, encode, scratch, self.num_proc, f"tokenizing {split} sentences")
         return {SENTENCES: sentence_table(sentences, labelled), ROWS: windows}
+
+    def training_copies(self, sentences: list[TaggedSentence]) -> list[TaggedSentence]:
+        """The training sentences' mention-replaced copies, then their made-up-word copies (documents -1, -2, ...)."""
+        copies = replaced_copies(sentences, self.scheme, self.mention_copies, self.mention_replace_prob, self.seed)
+        made_up = made_up_copies(sentences, self.made_up_copies, self.made_up_prob, self.seed, self.mention_copies)
+        log.info(
+            "training on %d sentences, %d mention-replaced and %d made-up-word copies",
+            len(sentences),
+            len(copies),
+            len(made_up),
+        )
+        return copies + made_up
 
     # --- splits --------------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
