@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, MutableMapping
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +26,7 @@ from tetraformer.data.conll import SentenceFormat, TaggedSentence, WordSplit, jo
 from tetraformer.data.label_columns import LabelColumn
 from tetraformer.data.row_store import ROWS, RowStore, Tables, tokenize_rows
 from tetraformer.data.spec import DataSpec
+from tetraformer.data.splits import train_val_split
 from tetraformer.data.store_rows import StoreRows
 from tetraformer.data.tag_schemes import PREFIXES, canonical_scheme, split_tag, tag_problem, to_canonical
 from tetraformer.data.word_alignment import SentenceBatches
@@ -84,22 +85,8 @@ class TokenClassificationData(LabelledData, TextDataModule):
         require(self, "stride", stride, 0 <= stride < max_length, f"must be 0 or more and less than {max_length=}")
         require(self, "context", context, context >= 0, "must be 0 or more (subwords read on each side)")
         require(self, "mention_copies", mention_copies, mention_copies >= 0, "must be 0 or more")
-        require(
-            self,
-            "mention_copies",
-            mention_copies,
-            not mention_copies or bool(self.val_path),
-            "needs --data.val_path (a validation share held out of the training file would have copies in training)",
-        )
         require(self, "mention_replace_prob", mention_replace_prob, 0 < mention_replace_prob <= 1, "must be in (0, 1]")
         require(self, "made_up_copies", made_up_copies, made_up_copies >= 0, "must be 0 or more")
-        require(
-            self,
-            "made_up_copies",
-            made_up_copies,
-            not made_up_copies or bool(self.val_path),
-            "needs --data.val_path (a validation share held out of the training file would have copies in training)",
-        )
         require(self, "made_up_prob", made_up_prob, 0 < made_up_prob <= 1, "must be in (0, 1]")
         self.save_hyperparameters()
         canonical_scheme(tag_scheme)  # an unknown scheme fails here, naming the known ones
@@ -195,6 +182,18 @@ class TokenClassificationData(LabelledData, TextDataModule):
         return copies + made_up
 
     # --- splits --------------------------------------------------------------------------------------
+    def read_splits(self, stage: str, store: MutableMapping[str, Any], read: Callable[[str, bool], Any]) -> None:
+        """The platform's splits; but with copies and no `val_path`, the validation share is held out of the
+        training file's own sentences, and training keeps none of their copies."""
+        copies = self.mention_copies + self.made_up_copies
+        if stage == "fit" and "train" not in store and copies and not self.val_path:
+            rows = read(self.require("train"), False)
+            n = len(rows) // (1 + copies)  # the sentences as read, then each copy of them in the same order
+            train, val = train_val_split(list(range(n)), self.val_fraction, self.seed)
+            store["train"] = rows.select([i + n * copy for copy in range(1 + copies) for i in train])
+            store["val"] = rows.select(val)
+        super().read_splits(stage, store, read)
+
     def setup(self, stage: str) -> None:
         """Map the row stores the stage needs (sentences and windows); on fit, fix the tag vocabulary from the
         training split; label every split's windows with it."""

@@ -3,15 +3,13 @@ tagger learns to tag a name it has never seen from its context and spelling, not
 
 from __future__ import annotations
 
-import logging
 import random
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from tetraformer.data.conll import TaggedSentence
-
-log = logging.getLogger(__name__)
+from tetraformer.errors import ConfigError
 
 START, END = "\x02", "\x03"  # marks around a word in the character model
 
@@ -73,11 +71,14 @@ def made_up_copies(
     """`copies` copies of the sentences in order, each occurrence of a proper noun (`proper_nouns`: entity or not, so
     a made-up word says nothing of the tag) swapped with `probability` for a made-up word; tags are kept, and each
     copy is a document of its own (-1 - skip, -2 - skip, ...: `skip` copies made otherwise come first)."""
-    names = proper_nouns(sentences) if copies else set()
-    if not names:
-        if copies:
-            log.warning("made_up_copies: the training text has no capitalised words (a script without case): no copies")
+    if not copies:
         return []
+    names = proper_nouns(sentences)
+    if not names:
+        raise ConfigError(
+            "--data.made_up_copies: the training text has no proper nouns to swap (no word written capitalised after "
+            "a word more often than in lower case, as in a script without case); set it to 0"
+        )
     maker = WordMaker((w for s in sentences for w in s.tokens), seed)
     out = []
     for copy in range(copies):

@@ -10,7 +10,7 @@ import pytest
 
 from tasks.token_classification.made_up import WordMaker, made_up_copies, proper_nouns
 from tests.tasks.token_classification.conftest import tagged_sentences, write_conll
-from tests.tasks.token_classification.test_mentions import as_sentences
+from tests.tasks.token_classification.test_mentions import as_sentences, held_out_share_has_no_copies
 from tests.tasks.token_classification.test_row_store import datamodule
 from tetraformer.data import train_tokenizer
 from tetraformer.errors import ConfigError
@@ -53,6 +53,12 @@ def test_copies_swap_proper_nouns_for_new_words_whatever_their_tag() -> None:
     assert made_up_copies(originals, 0, 0.5, seed=7) == []
 
 
+def test_a_text_without_proper_nouns_is_an_error_naming_the_option() -> None:
+    lower = as_sentences(tagged_sentences(20, 1))  # no capital anywhere, as in a script without case
+    with pytest.raises(ConfigError, match=r"made_up_copies: the training text has no proper nouns"):
+        made_up_copies(lower, 1, 0.5, seed=0)
+
+
 def test_made_up_words_follow_the_training_words_spelling() -> None:
     words = ["anna", "hanna", "johanna", "savanna", "banana"] * 3
     maker = WordMaker(words, seed=0)
@@ -70,8 +76,7 @@ def test_the_training_store_holds_the_made_up_copies_and_other_splits_are_untouc
     train_tokenizer([files["words"]], "wordpiece", 100, tmp_path / "tok")
     files["tokenizer"] = tmp_path / "tok"
     files["val"] = write_conll(tmp_path / "val.conll", capitalised(tagged_sentences(5, 2)))
-    with pytest.raises(ConfigError, match=r"made_up_copies=2: needs --data.val_path"):
-        datamodule(files, tmp_path / "cache", made_up_copies=2)
+    held_out_share_has_no_copies(files, tmp_path / "cache", 30, mention_copies=1, made_up_copies=2)
     val = str(files["val"])
     plain = datamodule(files, tmp_path / "cache", max_length=40, val_path=val)
     plain.setup("fit")

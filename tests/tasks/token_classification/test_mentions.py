@@ -4,7 +4,9 @@ splits do not."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +16,6 @@ from tests.tasks.token_classification.test_row_store import datamodule
 from tetraformer.data import train_tokenizer
 from tetraformer.data.conll import TaggedSentence
 from tetraformer.data.tag_schemes import entity_spans
-from tetraformer.errors import ConfigError
 
 
 def as_sentences(made: list[list[tuple[str, str]]]) -> list[TaggedSentence]:
@@ -25,6 +26,16 @@ def as_sentences(made: list[list[tuple[str, str]]]) -> list[TaggedSentence]:
 def outside(sentence: TaggedSentence) -> list[str]:
     """The words tagged O, in order."""
     return [w for w, t in zip(sentence.tokens, sentence.tags or [], strict=True) if t == "O"]
+
+
+def held_out_share_has_no_copies(files: dict[str, Path], cache: Path, n: int, **copies: Any) -> None:
+    """Without a validation file, the held-out share is sentences as read (of the `n` in the training file), and
+    training holds every other one of them and all of their copies, but no copy of a held-out one."""
+    data = datamodule(files, cache, max_length=40, val_path=None, **copies)
+    data.setup("fit")
+    train, val = data.sentences["train"].indices, data.sentences["val"].indices
+    assert len(val) == round(0.1 * n) and val.max() < n
+    assert Counter((train % n).tolist()) == {i: 1 + sum(copies.values()) for i in range(n) if i not in val}
 
 
 @pytest.mark.parametrize("scheme", ["IOB2", "BIOES"])
@@ -67,8 +78,7 @@ def test_the_training_store_holds_the_copies_and_other_splits_are_untouched(tmp_
     train_tokenizer([files["words"]], "wordpiece", 100, tmp_path / "tok")
     files["tokenizer"] = tmp_path / "tok"
     files["val"] = write_conll(tmp_path / "val.conll", tagged_sentences(5, 2))
-    with pytest.raises(ConfigError, match=r"mention_copies=3: needs --data.val_path"):
-        datamodule(files, tmp_path / "cache", mention_copies=3)
+    held_out_share_has_no_copies(files, tmp_path / "cache", 30, mention_copies=3)
     val = str(files["val"])
     plain = datamodule(files, tmp_path / "cache", max_length=40, val_path=val)
     plain.setup("fit")
