@@ -1,4 +1,5 @@
-"""Constrained decoding: never an invalid transition, the brute-force optimum, argmax when all is allowed."""
+"""Constrained decoding: never an invalid transition, the brute-force optimum, argmax when all is allowed; chain
+marginals: the brute-force probabilities of the same sequences, holes skipped."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from tetraformer.core.viterbi import IGNORE_INDEX, constrained_decode
+from tetraformer.core.viterbi import IGNORE_INDEX, chain_marginals, constrained_decode
 from tetraformer.data.tag_schemes import allowed_transitions
 
 SCHEME_LABELS = {
@@ -114,3 +115,49 @@ def test_rows_of_different_lengths_and_holes_decode_alone() -> None:
     assert (batch[~mask] == IGNORE_INDEX).all() and batch.dtype == torch.long
     empty = constrained_decode(scores[:1], torch.zeros(1, 6, dtype=torch.bool), *trans_args)
     assert (empty == IGNORE_INDEX).all()
+
+
+def brute_marginals(scores: Tensor, trans: Tensor, start: Tensor, end: Tensor) -> Tensor:
+    """(W, L) each position's label probability over every sequence of a (W, L) score matrix, each weighted by the
+    exp of its scores plus its transition scores (float transitions, -inf where not allowed)."""
+    w, n = scores.shape
+    totals = torch.zeros(w, n, dtype=torch.float64)
+    for path in itertools.product(range(n), repeat=w):
+        steps = sum(float(trans[a, b]) for a, b in itertools.pairwise(path))
+        total = float(scores[torch.arange(w), torch.tensor(path)].sum()) + steps + float(start[path[0]] + end[path[-1]])
+        for t, label in enumerate(path):
+            totals[t, label] += torch.tensor(total, dtype=torch.float64).exp()
+    return (totals / totals[0].sum()).float()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_marginals_equal_brute_force_with_holes(seed: int) -> None:
+    """Forward-backward gives each position the probability the enumeration of all sequences gives it, under learned
+    scores with forbidden steps; a hole is skipped; every real position's probabilities sum to 1."""
+    generator = torch.Generator().manual_seed(seed)
+    n = 3
+    trans = torch.randn(n, n, generator=generator)
+    trans[torch.rand(n, n, generator=generator) < 0.3] = float("-inf")
+    trans[0, 0] = 0.0  # label 0 repeated is always allowed: some sequence exists
+    start, end = torch.randn(n, generator=generator), torch.randn(n, generator=generator)
+    start[1], start[0], end[0] = float("-inf"), 0.0, 0.0
+    scores = torch.randn(2, 5, n, generator=generator) * 2
+    mask = torch.tensor([[True, False, True, True, False], [True] * 5])
+    marginals = chain_marginals(scores, mask, trans, start, end)
+    for row in range(2):
+        expected = brute_marginals(scores[row][mask[row]], trans, start, end)
+        assert torch.allclose(marginals[row][mask[row]], expected, atol=1e-5)
+    assert (marginals[~mask] == 0).all() and torch.allclose(marginals[mask].sum(-1), torch.ones(int(mask.sum())))
+    assert (marginals[:, :, 1][:, 0] == 0).all()  # no sequence starts with label 1
+
+
+def test_marginals_pick_what_viterbi_picks_when_one_sequence_dominates() -> None:
+    """With bool constraints, scores that favour one allowed sequence strongly give its labels probability near 1."""
+    labels = SCHEME_LABELS["IOB2"]
+    start, trans, end = allowed_transitions(labels, "IOB2")
+    scores = torch.full((1, 4, len(labels)), -8.0)
+    scores[0, torch.arange(4), torch.tensor([1, 2, 0, 3])] = 8.0  # B-PER I-PER O B-LOC
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    marginals = chain_marginals(scores, mask, trans, start, end)
+    decoded = constrained_decode(scores, mask, trans, start, end)
+    assert decoded[0].tolist() == [1, 2, 0, 3] and (marginals[0, torch.arange(4), decoded[0]] > 0.99).all()

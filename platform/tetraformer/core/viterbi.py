@@ -46,3 +46,32 @@ def _as_scores(allowed: Tensor, device: torch.device) -> Tensor:
     if allowed.dtype != torch.bool:
         return allowed.to(device).float()
     return torch.where(allowed.to(device), 0.0, torch.tensor(float("-inf"), device=device))
+
+
+def chain_marginals(scores: Tensor, mask: Tensor, trans: Tensor, start: Tensor, end: Tensor) -> Tensor:
+    """(B, W, L) each position's label probabilities over the sequences `constrained_decode` chooses among (the
+    same arguments; forward-backward), 0 where `mask` is False."""
+    b, w, n = scores.shape
+    scores = scores.float()
+    blocked = torch.finfo(torch.float32).min / 4  # stands for -inf: finite, so no position gets inf - inf
+    trans_score, start_score, end_score = (_as_scores(t, scores.device).clamp(min=blocked) for t in (trans, start, end))
+    mask = mask.bool()
+    alpha = torch.zeros(b, n, device=scores.device)  # (B, L) log-sum of the sequences so far ending in each label
+    started = torch.zeros(b, 1, dtype=torch.bool, device=scores.device)  # (B, 1)
+    forward = []
+    for t in range(w):
+        moved = torch.logsumexp(alpha.unsqueeze(2) + trans_score, dim=1)  # (B, L_to) over L_from
+        step = torch.where(started, moved, start_score) + scores[:, t]  # (B, L)
+        active = mask[:, t : t + 1]  # (B, 1)
+        alpha = torch.where(active, step, alpha)
+        started = started | active
+        forward.append(alpha)
+    log_z = torch.logsumexp(alpha + end_score, dim=1, keepdim=True)  # (B, 1)
+    beta = end_score.expand(b, n)  # (B, L) log-sum of the ways to finish after a label at the next real position
+    marginals = torch.zeros(b, w, n, device=scores.device)
+    for t in range(w - 1, -1, -1):
+        active = mask[:, t : t + 1]  # (B, 1)
+        marginals[:, t] = torch.where(active, (forward[t] + beta - log_z).exp(), 0.0)
+        before = torch.logsumexp(trans_score + (scores[:, t] + beta).unsqueeze(1), dim=2)  # (B, L_from) over L_to
+        beta = torch.where(active, before, beta)
+    return marginals
