@@ -6,15 +6,13 @@ import argparse
 import os
 import platform
 import time
-from pathlib import Path
 
 import torch
 import transformers
 
-from tetraformer.accel.chooser import cpu_model
+from tetraformer.accel.chooser import cpu_flags, cpu_model
 
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}  # cpu: this process's CPU seconds
-ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")  # oneDNN's ISAs
 
 
 def add_clock_option(parser: argparse.ArgumentParser) -> None:
@@ -42,17 +40,6 @@ def format_rows(table: list[list[str]], markdown: bool, text_columns: int = 2) -
         ]
         lines.append(f"| {' | '.join(cells)} |" if markdown else "  ".join(cells))
     return "\n".join(lines)
-
-
-def cpu_flags() -> list[str]:
-    """The CPU's matmul-relevant instruction-set flags (from /proc/cpuinfo), and any oneDNN ISA cap in force."""
-    try:
-        line = next(x for x in Path("/proc/cpuinfo").read_text().splitlines() if x.startswith("flags"))
-        flags = [f for f in ISA_FLAGS if f in line.split(":", 1)[1].split()]
-    except (OSError, StopIteration):
-        flags = []
-    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
-    return flags + ([f"ONEDNN_MAX_CPU_ISA={cap}"] if cap else [])
 
 
 def device_name(device: torch.device) -> str:

@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench_table import add_clock_option, cpu_flags, format_rows
+from bench_table import add_clock_option, format_rows
 
-from tetraformer.accel.chooser import cpu_model
+from tetraformer.accel.chooser import cpu_flags, cpu_model
 from tetraformer.data.corpus_store import corpus_store
 from tetraformer.data.files import resolve_files
 from tetraformer.data.lines import iter_lines

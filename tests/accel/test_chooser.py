@@ -99,3 +99,35 @@ def test_every_layout_computes_the_same_product(product: str) -> None:
 def test_bucket_rounds_rows_up_to_a_power_of_two() -> None:
     """Row counts share a timing with every count up to the next power of two."""
     assert [bucket(m) for m in (1, 2, 3, 1000, 1024, 1025)] == [1, 2, 4, 1024, 1024, 2048]
+
+
+def test_machine_key_tells_instruction_sets_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two CPUs under one model name ("AMD EPYC" on a VM: Zen 3 with AVX2, Zen 4 with AVX-512 BF16) get their own
+    keys, so a cache shared between them never hands one the other's timings; a oneDNN ISA cap does too."""
+    import tetraformer.accel.chooser as chooser
+
+    monkeypatch.setattr(chooser, "cpu_model", lambda: "AMD EPYC")
+    monkeypatch.setattr(chooser, "cpu_flags", lambda: ["avx2", "fma"])
+    zen3 = machine_key()
+    monkeypatch.setattr(chooser, "cpu_flags", lambda: ["avx2", "fma", "avx512f", "avx512_bf16"])
+    assert machine_key() != zen3
+    assert "avx512_bf16" in machine_key()
+
+
+def test_isa_flags_read_x86_and_arm_cpuinfo() -> None:
+    """x86 "flags" and Arm "Features" lines give the oneDNN-relevant sets only, in a fixed order."""
+    from tetraformer.accel.chooser import isa_flags
+
+    x86 = "model name\t: AMD EPYC\nflags\t\t: fpu sse2 fma avx2 avx512_bf16 avx512f sha_ni\n"
+    assert isa_flags(x86) == ["avx2", "fma", "avx512f", "avx512_bf16"]
+    assert isa_flags("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n") == ["asimd", "sve", "bf16", "i8mm"]
+    assert isa_flags("no flags line here") == []
+
+
+def test_onednn_cap_is_part_of_the_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A oneDNN ISA cap changes which kernels run, so it is named in the flags (and the machine key)."""
+    from tetraformer.accel.chooser import cpu_flags
+
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert cpu_flags()[-1] == "ONEDNN_MAX_CPU_ISA=AVX2"
+    assert "ONEDNN_MAX_CPU_ISA=AVX2" in machine_key()

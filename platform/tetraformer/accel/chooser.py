@@ -43,6 +43,10 @@ MARGIN = 1.1  # a candidate must beat the default (natural layout) by this facto
 CALLS = 5  # timed runs per candidate (after one untimed warm-up call); the fastest counts
 CHUNK_S = 2e-4  # a timed run repeats calls shorter than this, so clock resolution and jitter do not decide
 
+ISA_FLAGS = (  # the instruction sets oneDNN's kernels choose by: x86 (/proc/cpuinfo flags), then Arm (Features)
+    *("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile"),
+    *("asimd", "sve", "sve2", "bf16", "i8mm"),
+)
 Shape = tuple[int, int, int]  # (M, N, K) of a Linear: M rows of N inputs, K outputs
 Timer = Callable[[str, str, Callable[[], object], float], float]  # (key, candidate, its call, best so far) -> s
 
@@ -104,11 +108,30 @@ def bucket(m: int) -> int:
 
 
 def machine_key() -> str:
-    """What the timings depend on: CPU model, torch version, threads and any oneDNN ISA cap."""
-    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "")
-    return f"{cpu_model()} | torch {torch.__version__} | {torch.get_num_threads()} threads" + (
-        f" | ONEDNN_MAX_CPU_ISA={isa}" if isa else ""
-    )
+    """What the timings depend on: CPU model and instruction sets, torch version, threads and any oneDNN ISA cap.
+
+    The model name alone does not tell machines apart: a cloud VM may show only "AMD EPYC" for an AVX2-only Zen 3
+    and an AVX-512 BF16 Zen 4 alike, and a cache shared between them (a cluster's home directory) would hand one
+    the other's choices.
+    """
+    return f"{cpu_model()} [{' '.join(cpu_flags())}] | torch {torch.__version__} | {torch.get_num_threads()} threads"
+
+
+def cpu_flags() -> list[str]:
+    """The CPU's matmul-relevant instruction-set flags (from /proc/cpuinfo), and any oneDNN ISA cap in force."""
+    try:
+        flags = isa_flags(Path("/proc/cpuinfo").read_text())
+    except OSError:
+        flags = []
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    return flags + ([f"ONEDNN_MAX_CPU_ISA={cap}"] if cap else [])
+
+
+def isa_flags(cpuinfo: str) -> list[str]:
+    """ISA_FLAGS named on the first x86 "flags" or Arm "Features" line of /proc/cpuinfo's text, in ISA_FLAGS' order."""
+    line = next((x for x in cpuinfo.splitlines() if x.startswith(("flags", "Features"))), ":")
+    present = set(line.split(":", 1)[1].split())
+    return [flag for flag in ISA_FLAGS if flag in present]
 
 
 def cpu_model() -> str:
