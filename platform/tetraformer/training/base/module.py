@@ -15,6 +15,7 @@ from torch.optim import Optimizer
 from torchmetrics import Metric
 
 from tetraformer.accel import use_bf16_layouts, use_chosen_attention
+from tetraformer.accel.allocator import keep_freed_memory
 from tetraformer.accel.linear_cross_entropy import lm_loss
 from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.core.config import TransformerConfig
@@ -157,12 +158,15 @@ class TaskModule(L.LightningModule):
     def configure_model(self) -> None:
         """Build the network from the DataSpec, load starting weights if asked, compile if asked; on a CPU in
         bf16, give its Linear layers the measured bf16 layouts; attention runs the kernels measured fastest (also
-        in a network a checkpoint built). A compiled network keeps the stock layers."""
+        in a network a checkpoint built); on a CPU, malloc keeps freed memory (accel/allocator.py). A compiled
+        network keeps the stock layers."""
         if self.net is None:
             self._build_network()
         if self.net is None or self._trainer is None or self.compile_network:
             return
         use_chosen_attention(self.net)
+        if self.trainer.strategy.root_device.type == "cpu":
+            keep_freed_memory()  # a CPU step's buffers stay in the process: no page faults re-taking them
         if self._cpu_bf16():
             layers = use_bf16_layouts(self.net)
             log.debug("bf16 CPU run: %d Linear layers take the measured layouts", len(layers))
