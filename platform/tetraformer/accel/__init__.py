@@ -8,7 +8,9 @@ those were timed faster. Every choice is timed once per shape on values that dra
 stream, and cached per machine (`chooser.cache_path`); `TETRAFORMER_BF16_LAYOUT=natural|transposed|auto` overrides
 the bf16 layouts. `use_chosen_attention` makes a network's attention layers run the kernel (SDPA's backends or
 batched matmuls) timed fastest here for each kind of call, within a memory budget (`chosen_attention.py`;
-`TETRAFORMER_ATTENTION` forces one). The core never imports this package.
+`TETRAFORMER_ATTENTION` forces one). `allocator.keep_freed_memory` keeps a CPU
+fit's freed buffers in the process (glibc mallopt; `TETRAFORMER_MALLOC=default` turns it off). The core never
+imports this package.
 """
 
 from tetraformer.accel.bf16_linear import LayoutLinear, bf16_layouts, use_bf16_layouts
