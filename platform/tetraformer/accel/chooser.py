@@ -117,6 +117,17 @@ def machine_key() -> str:
     return f"{cpu_model()} [{' '.join(cpu_flags())}] | torch {torch.__version__} | {torch.get_num_threads()} threads"
 
 
+def device_machine_key() -> str:
+    """machine_key's CPU line, and the GPU's name where there is one."""
+    gpu = f" | {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
+    return machine_key() + gpu
+
+
+def positive_number(value: object) -> bool:
+    """Whether a cached value is a usable measured rate: a finite number above 0."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf")
+
+
 def cpu_flags() -> list[str]:
     """The CPU's matmul-relevant instruction-set flags (from /proc/cpuinfo), and any oneDNN ISA cap in force."""
     try:
@@ -152,7 +163,8 @@ def cache_path() -> Path:
 
 class LayoutChooser:
     """Picks the fastest of a few equivalent ways to compute something, by timing them once per key on this
-    machine; remembers the picks in a file. LayoutLinear's bf16 products are its main user."""
+    machine; remembers the picks in a file. LayoutLinear's bf16 products are its main user; the attention kernels
+    and the MFU peak (a measured rate, `measured`) keep theirs the same way, each in a file of its own."""
 
     def __init__(
         self,
@@ -163,7 +175,7 @@ class LayoutChooser:
         margin: float = MARGIN,
     ) -> None:
         self.timer, self.path, self.machine, self.name, self.margin = timer, path, machine, name, margin
-        self.choices: dict[str, str] | None = None  # "fwd 2048x256x1024" -> layout, loaded on first use
+        self.choices: dict[str, str | float] | None = None  # "fwd 2048x256x1024" -> layout, loaded on first use
         self.locked = False  # whether this process holds the cache file's lock
 
     def layout(self, product: str, shape: Shape) -> str:
@@ -176,17 +188,26 @@ class LayoutChooser:
 
     def pick(self, key: str, default: str, calls: Callable[[], dict[str, Callable[[], object]]]) -> str:
         """The cached choice for key, or the fastest of calls() (unless `default` is within the margin of it)."""
+        return str(self._cached(key, lambda: self._fastest(key, default, calls()), lambda value: True))
+
+    def measured(self, key: str, measure: Callable[[], float]) -> float:
+        """The cached positive number for key (a rate this machine reaches), or measure()'s, then kept."""
+        return float(self._cached(key, measure, positive_number))
+
+    def _cached(self, key: str, make: Callable[[], str | float], valid: Callable[[object], bool]) -> str | float:
+        """This machine's value for key: remembered, else from the file, else made now and written to it."""
         choices = self._choices()
-        if key not in choices:
-            with self._lock():  # one process on this machine times a key; the others then read its choice
-                choices[key] = self._read().get(self.machine(), {}).get(key) or self._fastest(key, default, calls())
+        if key not in choices or not valid(choices[key]):
+            with self._lock():  # one process on this machine times a key; the others then read its value
+                cached = self._read().get(self.machine(), {}).get(key)
+                choices[key] = cached if cached and valid(cached) else make()
                 self._save(key, choices[key])
         return choices[key]
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
         """Hold the cache file's lock (an exclusive flock on a file beside it); without one when it cannot be had."""
-        path = self._file()
+        path = self.file()
         if self.locked:  # timing one key asked for another (this process holds the lock already)
             yield
             return
@@ -223,30 +244,30 @@ class LayoutChooser:
         log.debug("%s: %s -> %s", key, {k: f"{v * 1e3:.3f} ms" for k, v in times.items()}, choice)
         return choice
 
-    def _file(self) -> Path:
+    def file(self) -> Path:
         """Where the choices are kept."""
         return self.path or cache_root() / self.name
 
-    def _choices(self) -> dict[str, str]:
+    def _choices(self) -> dict[str, str | float]:
         """This machine's choices so far (read from the cache file once)."""
         if self.choices is None:
             self.choices = dict(self._read().get(self.machine(), {}))
         return self.choices
 
-    def _read(self) -> dict[str, dict[str, str]]:
+    def _read(self) -> dict[str, dict[str, str | float]]:
         """The cache file's contents; empty when it is missing or unreadable (it is only a cache)."""
         try:
-            data = json.loads(self._file().read_text())
+            data = json.loads(self.file().read_text())
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as err:
-            log.warning("ignoring the kernel choice cache %s: %s", self._file(), err)
+            log.warning("ignoring the kernel choice cache %s: %s", self.file(), err)
             return {}
         return data if isinstance(data, dict) else {}
 
-    def _save(self, key: str, layout: str) -> None:
+    def _save(self, key: str, layout: str | float) -> None:
         """Add one choice to the file, merged with what other processes wrote, replaced atomically."""
-        path = self._file()
+        path = self.file()
         data = self._read()
         data.setdefault(self.machine(), {})[key] = layout
         try:

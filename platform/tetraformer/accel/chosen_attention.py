@@ -20,19 +20,13 @@ import torch
 from torch import Tensor, nn
 
 from tetraformer.accel import attention_kernels as kernels
-from tetraformer.accel.chooser import LayoutChooser, machine_key
+from tetraformer.accel.chooser import LayoutChooser, device_machine_key
 from tetraformer.core.attention import Attention
 from tetraformer.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 MARGIN = 1.25  # another kernel must beat SDPA's own pick by this factor: near-ties keep the default
-
-
-def device_machine_key() -> str:
-    """The CPU line of the matmul layouts, and the GPU's name where there is one."""
-    gpu = f" | {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
-    return machine_key() + gpu
 
 
 CHOOSER = LayoutChooser(machine=device_machine_key, name="attention_kernels.json", margin=MARGIN)

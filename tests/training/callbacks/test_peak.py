@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
+from tetraformer.accel.chooser import LayoutChooser
 from tetraformer.training.callbacks import peak
 
 
@@ -31,9 +35,30 @@ def test_best_call_keeps_the_fastest_call(monkeypatch: pytest.MonkeyPatch) -> No
     assert peak.best_call(lambda: None, torch.device("cpu"), min_s=7.0) == 0.5
 
 
-def test_measured_peak_is_a_plausible_rate_and_cached() -> None:
-    """The CPU's fp32 peak is a positive, finite TFLOP/s below any CPU's reach, measured once per process."""
+@pytest.fixture
+def peaks_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The peaks cache in a fresh file of its own, and no peak remembered in this process."""
+    path = tmp_path / "matmul_peaks.json"
+    monkeypatch.setattr(peak, "PEAKS", LayoutChooser(machine=lambda: "this machine", path=path))
     peak.measured_peak_tflops.cache_clear()
+    yield path
+    peak.measured_peak_tflops.cache_clear()
+
+
+def counted_probe(monkeypatch: pytest.MonkeyPatch, flops: float) -> list[torch.dtype]:
+    """measure_matmuls replaced by a probe that reports `flops` and records the dtype of each call."""
+    calls: list[torch.dtype] = []
+
+    def probe(device: torch.device, dtype: torch.dtype, layouts: tuple[str, ...], min_s: float) -> dict[str, float]:
+        calls.append(dtype)
+        return dict.fromkeys(layouts, flops)
+
+    monkeypatch.setattr(peak, "measure_matmuls", probe)
+    return calls
+
+
+def test_measured_peak_is_a_plausible_rate_and_cached(peaks_file: Path) -> None:
+    """The CPU's fp32 peak is a positive, finite TFLOP/s below any CPU's reach, measured once per process."""
     first = peak.measured_peak_tflops(torch.device("cpu"), torch.float32)
     assert 1e-4 < first < 100.0
     assert peak.measured_peak_tflops(torch.device("cpu"), torch.float32) == first
@@ -47,3 +72,41 @@ def test_measuring_leaves_the_global_random_stream_alone() -> None:
     torch.manual_seed(3)
     peak.measure_matmuls(torch.device("cpu"), torch.float32, layouts=("x@W.T",), min_s=0.0)
     assert torch.equal(torch.rand(4), expected)
+
+
+def test_a_peak_is_timed_once_per_machine_and_dtype(monkeypatch: pytest.MonkeyPatch, peaks_file: Path) -> None:
+    """A later process (its in-memory cache cleared, a new chooser on the same file) reads the machine's peak from
+    the file instead of timing again; another dtype is timed on its own."""
+    calls = counted_probe(monkeypatch, 2.5e12)
+    assert peak.measured_peak_tflops(torch.device("cpu"), torch.float32) == 2.5
+    peak.measured_peak_tflops.cache_clear()
+    monkeypatch.setattr(peak, "PEAKS", LayoutChooser(machine=lambda: "this machine", path=peaks_file))
+    assert peak.measured_peak_tflops(torch.device("cpu"), torch.float32) == 2.5
+    assert calls == [torch.float32]
+    assert peak.measured_peak_tflops(torch.device("cpu"), torch.bfloat16) == 2.5
+    assert calls == [torch.float32, torch.bfloat16]
+    assert sorted(json.loads(peaks_file.read_text())["this machine"]) == [
+        "peak x@W.T cpu bfloat16",
+        "peak x@W.T cpu float32",
+    ]
+
+
+@pytest.mark.parametrize("stored", ["fast", 0, -1.0, None, True], ids=["text", "zero", "negative", "null", "bool"])
+def test_a_cached_peak_that_is_no_rate_is_timed_again(
+    monkeypatch: pytest.MonkeyPatch, peaks_file: Path, stored: object
+) -> None:
+    """A hand-edited or damaged entry is not a peak: it is measured again and replaced."""
+    peaks_file.write_text(json.dumps({"this machine": {"peak x@W.T cpu float32": stored}}))
+    calls = counted_probe(monkeypatch, 1.5e12)
+    assert peak.measured_peak_tflops(torch.device("cpu"), torch.float32) == 1.5
+    assert calls == [torch.float32]
+    assert json.loads(peaks_file.read_text())["this machine"]["peak x@W.T cpu float32"] == 1.5e12
+
+
+def test_another_machine_times_its_own_peak(monkeypatch: pytest.MonkeyPatch, peaks_file: Path) -> None:
+    """A file shared between machines (a cluster's home folder) keeps each machine's peak apart."""
+    peaks_file.write_text(json.dumps({"another machine": {"peak x@W.T cpu float32": 9.0e12}}))
+    calls = counted_probe(monkeypatch, 1.0e12)
+    assert peak.measured_peak_tflops(torch.device("cpu"), torch.float32) == 1.0
+    assert calls == [torch.float32]
+    assert json.loads(peaks_file.read_text())["another machine"] == {"peak x@W.T cpu float32": 9.0e12}

@@ -14,7 +14,9 @@ import pytest
 import torch
 
 from tests.training.resume_runs import STEPS, checkpoint, fit, same_weights, write_config
+from tetraformer.accel.chooser import LayoutChooser
 from tetraformer.data.buckets import LengthBuckets
+from tetraformer.training.callbacks import peak
 from tetraformer.training.callbacks.peak import measured_peak_tflops
 from tetraformer.training.checkpointing.resume import (
     EpochBatches,
@@ -178,10 +180,14 @@ def test_resume_last_before_any_checkpoint_trains_from_scratch(
 
 
 @pytest.mark.slow
-def test_resume_is_exact_when_callbacks_draw_random_numbers_at_train_start(tmp_path: Path) -> None:
-    """`--run.peak_tflops auto` times a matmul of random inputs at train start (once per process: the cache is
-    cleared per fit, as each CLI process starts cold); the RNG states are restored after such draws."""
+def test_resume_is_exact_when_callbacks_draw_random_numbers_at_train_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--run.peak_tflops auto` times a matmul of random inputs at train start (the first fit on a machine: each
+    fit here starts with an empty peaks file and a cold process cache); the RNG states are restored after such
+    draws."""
     auto = ("--run.peak_tflops", "auto")
+    peaks = tmp_path / "matmul_peaks.json"
     runs = {name: tmp_path / name for name in ("reference", "resumed")}
     configs = {name: write_config(tmp_path, run, log_every_n_steps=5) for name, run in runs.items()}
     for name, args in [
@@ -190,5 +196,8 @@ def test_resume_is_exact_when_callbacks_draw_random_numbers_at_train_start(tmp_p
         ("resumed", ("--ckpt_path", "last")),
     ]:
         measured_peak_tflops.cache_clear()
+        peaks.unlink(missing_ok=True)
+        monkeypatch.setattr(peak, "PEAKS", LayoutChooser(machine=lambda: "this machine", path=peaks))
         fit(configs[name], *auto, *args)
+        assert peaks.is_file()  # this fit timed the peak
     assert same_weights(runs["resumed"], runs["reference"])

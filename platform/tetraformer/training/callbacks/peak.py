@@ -9,8 +9,11 @@ from collections.abc import Callable
 
 import torch
 
+from tetraformer.accel.chooser import LayoutChooser, device_machine_key
+
 log = logging.getLogger(__name__)
 PRECISION_DTYPES = {"bf16": torch.bfloat16, "16": torch.float16}  # prefix of Lightning's precision -> dtype
+PEAKS = LayoutChooser(machine=device_machine_key, name="matmul_peaks.json")  # measured rates, kept per machine
 
 
 def synchronize(device: torch.device) -> None:
@@ -61,14 +64,24 @@ def precision_dtype(precision: str) -> torch.dtype:
 
 @functools.cache
 def measured_peak_tflops(device: torch.device, dtype: torch.dtype) -> float:
-    """TFLOP/s of the forward-layout matmul (x @ W.T) on this device in this dtype, timed once per process.
+    """TFLOP/s of the forward-layout matmul (x @ W.T) on this device in this dtype: timed the first time this
+    machine (CPU, instruction sets, torch, threads, GPU) runs in the dtype, then read from `matmul_peaks.json` in
+    the cache folder, so a fit does not spend its first 0.3 s timing matmuls again (delete the file to re-time).
 
     Only the forward layout is timed: it is the fastest or near it everywhere, and a slow backward layout
     (bf16 `g @ W` runs at ~1 GFLOP/s on AVX2-only CPUs) would make the probe take seconds.
     """
-    flops = measure_matmuls(device, dtype, layouts=("x@W.T",), min_s=0.3)["x@W.T"]
+    key = f"peak x@W.T {device.type} {str(dtype).removeprefix('torch.')}"
+    timed = []
+
+    def measure() -> float:
+        timed.append(True)
+        return measure_matmuls(device, dtype, layouts=("x@W.T",), min_s=0.3)["x@W.T"]
+
+    flops = PEAKS.measured(key, measure)
     log.info(
-        "measured matmul peak on %s in %s: %.2f TFLOP/s (MFU is taken against it)",
+        "%s matmul peak on %s in %s: %.2f TFLOP/s (MFU is taken against it)",
+        "measured" if timed else f"cached (in {PEAKS.file()})",
         device,
         dtype,
         flops / 1e12,
