@@ -84,8 +84,12 @@ def test_compiled_fit_writes_a_checkpoint_that_loads_eagerly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A fit with --model.compile (inductor on CPU) and activation checkpointing writes a checkpoint whose weight
-    names are the eager network's; it loads and generates without compiling, through `tetraformer generate` too."""
+    names are the eager network's; it loads and generates without compiling, through `tetraformer generate` too.
+    The CPU allocator setting applies to the compiled fit as to an eager one."""
+    kept = []
+    monkeypatch.setattr("tetraformer.training.base.module.keep_freed_memory", lambda: kept.append(True) or True)
     run = lm_fit(tmp_path, monkeypatch)("--model.compile", "true", "--model.arch.activation_checkpointing", "true")
+    assert kept
     ckpt = assert_usable_checkpoint(run)
     assert ckpt["hyper_parameters"]["compile"] is True
     capsys.readouterr()

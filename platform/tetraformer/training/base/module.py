@@ -158,15 +158,17 @@ class TaskModule(L.LightningModule):
     def configure_model(self) -> None:
         """Build the network from the DataSpec, load starting weights if asked, compile if asked; on a CPU in
         bf16, give its Linear layers the measured bf16 layouts; attention runs the kernels measured fastest (also
-        in a network a checkpoint built); on a CPU, malloc keeps freed memory (accel/allocator.py). A compiled
-        network keeps the stock layers."""
+        in a network a checkpoint built); on a CPU, malloc keeps freed memory (accel/allocator.py), compiled or
+        not. A compiled network keeps the stock layers."""
         if self.net is None:
             self._build_network()
-        if self.net is None or self._trainer is None or self.compile_network:
+        if self.net is None or self._trainer is None:
+            return
+        if self.trainer.strategy.root_device.type == "cpu":
+            keep_freed_memory()  # a CPU step's buffers stay in the process (compiled or not): no page faults
+        if self.compile_network:
             return
         use_chosen_attention(self.net)
-        if self.trainer.strategy.root_device.type == "cpu":
-            keep_freed_memory()  # a CPU step's buffers stay in the process: no page faults re-taking them
         if self._cpu_bf16():
             layers = use_bf16_layouts(self.net)
             log.debug("bf16 CPU run: %d Linear layers take the measured layouts", len(layers))
