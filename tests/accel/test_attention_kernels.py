@@ -156,3 +156,26 @@ def test_timed_calls_run_the_kernels_that_take_the_inputs(training: bool) -> Non
     for call in calls.values():
         call()
     assert all(t.grad is None for t in [*leaves, mask])
+
+
+@pytest.mark.parametrize("kind", MASKS)
+def test_eager_gradients_of_a_fused_projection_keep_its_memory_order(kind: str) -> None:
+    """q, k, v as the strided head views of one fused (B, T, 3 * H * Dh) projection: the eager kernel's output and
+    the projection's gradient equal SDPA's math kernel's, and q, k and v's gradients come back in their views'
+    memory order, so the split's backward joins whole rows."""
+    t = 6
+    fused = torch.randn(B, t, 3 * H * DH, dtype=torch.float64, requires_grad=True)
+    _, mask, causal = inputs(torch.float64, t, t, kind)
+    grads: list[Tensor] = []
+    results = []
+    for name in ("eager", "math"):
+        q, k, v = (x.unflatten(-1, (H, DH)).transpose(1, 2) for x in fused.split(H * DH, dim=-1))
+        if name == "eager":
+            for x in (q, k, v):
+                x.register_hook(grads.append)
+        y = kernels.KERNELS[name](q, k, v, mask, causal, SCALE, 0.0)
+        (gradient,) = torch.autograd.grad(y, fused, torch.ones_like(y))
+        results.append((y, gradient))
+    for ours, theirs in zip(*results, strict=True):
+        assert_close(ours, theirs)
+    assert len(grads) == 3 and all(g.transpose(1, 2).is_contiguous() for g in grads)  # (B, T, H, Dh) in memory

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from tetraformer.accel.bf16_linear import LayoutLinear
+from tetraformer.accel.chooser import ROUNDS
 from tetraformer.accel.packed import PackedLinear, packed_linears
 
 ONEDNN = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
@@ -38,7 +39,9 @@ def test_packing_only_where_timed_faster(prefer: Callable[[str], list[str]]) -> 
     model = nn.Sequential(nn.Linear(16, 24), nn.Linear(16, 24), nn.Linear(24, 8))
     with packed_linears([model], rows=3):
         assert all(type(layer) is nn.Linear for layer in model)
-    assert sorted(set(keys)) == ["packed 4x16x24 torch.float32", "packed 4x24x8 torch.float32"] and len(keys) == 4
+    assert (
+        sorted(set(keys)) == ["packed 4x16x24 torch.float32", "packed 4x24x8 torch.float32"] and len(keys) == 4 * ROUNDS
+    )
 
 
 def test_nothing_is_packed_under_fsdp_autocast_or_other_linears(prefer: Callable[[str], list[str]]) -> None:

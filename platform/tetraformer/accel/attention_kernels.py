@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from tetraformer.accel.batched_attention import batched_attention
 from tetraformer.accel.chooser import bucket, own_saved_tensors, probe
 
 Kernel = Callable[[Tensor, Tensor, Tensor, "Tensor | None", bool, float, float], Tensor]
@@ -63,19 +64,22 @@ def future(t: int, s: int, device: torch.device) -> Tensor:
 
 
 def eager(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float, dropout: float) -> Tensor:
-    """Batched matmuls and a softmax, all in the inputs' dtype (its softmax accumulates in fp32): (B, H, T, Dh)."""
+    """Batched matmuls and a softmax, all in the inputs' dtype (its softmax accumulates in fp32): (B, H, T, Dh).
+    Without dropout, accel.batched_attention's own backward (gradients in the inputs' memory order); with it,
+    autograd's over the same ops."""
+    blocked = future(q.shape[-2], k.shape[-2], q.device) if causal else None
+    if mask is not None and mask.dtype == torch.bool and not causal:
+        blocked = ~mask
+    bias = mask if mask is not None and mask.dtype != torch.bool and not causal else None
+    if dropout == 0:
+        return batched_attention(q, k, v, blocked, bias, scale)
     with torch.autocast(q.device.type, enabled=False):
         scores = (q * scale) @ k.transpose(-2, -1)  # (B, H, T, S)
-        if causal:
-            scores = scores.masked_fill(future(q.shape[-2], k.shape[-2], q.device), float("-inf"))
-        elif mask is not None and mask.dtype == torch.bool:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        elif mask is not None:
-            scores = scores + mask.to(scores.dtype)
-        weights = scores.softmax(dim=-1)
-        if dropout > 0:
-            weights = F.dropout(weights, dropout)
-        return weights @ v.to(weights.dtype)
+        if blocked is not None:
+            scores = scores.masked_fill(blocked, float("-inf"))
+        elif bias is not None:
+            scores = scores + bias.to(scores.dtype)
+        return F.dropout(scores.softmax(dim=-1), dropout) @ v.to(scores.dtype)
 
 
 KERNELS: dict[str, Kernel] = {"sdpa": sdpa, "eager": eager, **{name: sdpa_backend(name) for name in BACKENDS}}
@@ -132,6 +136,14 @@ def fits(name: str, q: Tensor, k: Tensor, training: bool, layers: int) -> bool:
     return name not in QUADRATIC or score_bytes(q, k, training, layers) <= budget(q.device)
 
 
+def like(real: Tensor, shape: torch.Size | tuple[int, ...], dtype: torch.dtype) -> Tensor:
+    """Probe values of `shape` laid out in memory as `real` is (its strides, where it has that shape)."""
+    values = probe(*shape, dtype=dtype).to(real.device)
+    if tuple(real.shape) != tuple(shape) or values.stride() == real.stride():
+        return values
+    return torch.empty_strided(real.shape, real.stride(), dtype=dtype, device=real.device).copy_(values)
+
+
 def timed_calls(
     names: list[str],
     q: Tensor,
@@ -142,10 +154,11 @@ def timed_calls(
     dropout: float,
     training: bool,
 ) -> dict[str, Callable[[], object]]:
-    """One call per kernel that can take these inputs, on probe values of their shapes: the forward, and in
-    training the backward too. Any dropout draws from a forked random stream; the global one is untouched."""
+    """One call per kernel that can take these inputs, on probe values of their shapes and memory layouts (the
+    heads of a fused projection are strided views, which some kernels must copy): the forward, and in training the
+    backward too. Any dropout draws from a forked random stream; the global one is untouched."""
     device, dtype, kv_shape = q.device, q.dtype, (*q.shape[:2], *k.shape[2:])  # keys with every query head
-    qp, kp, vp = (probe(*shape, dtype=dtype).to(device) for shape in (q.shape, kv_shape, kv_shape))
+    qp, kp, vp = (like(real, shape, dtype) for real, shape in ((q, q.shape), (k, kv_shape), (k, kv_shape)))
     grad = probe(*q.shape, dtype=dtype).to(device)
     mask = mask.detach() if mask is not None else None
     for t in (qp, kp, vp):

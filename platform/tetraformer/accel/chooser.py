@@ -40,7 +40,8 @@ CANDIDATES: dict[str, tuple[str, ...]] = {p: tuple(dict.fromkeys((NATURAL[p], "c
 MODES = ("auto", "natural", "transposed")  # TETRAFORMER_BF16_LAYOUT: time them, or force one
 PRUNE = 3.0  # a candidate whose first call is this many times the best so far is not timed further
 MARGIN = 1.1  # a candidate must beat the default (natural layout) by this factor: copies and noise cost too
-CALLS = 5  # timed runs per candidate (after one untimed warm-up call); the fastest counts
+CALLS = 3  # timed runs per candidate and pass (after one untimed warm-up call); the fastest counts
+ROUNDS = 2  # passes over the candidates, in alternating order
 CHUNK_S = 2e-4  # a timed run repeats calls shorter than this, so clock resolution and jitter do not decide
 
 ISA_FLAGS = (  # the instruction sets oneDNN's kernels choose by: x86 (/proc/cpuinfo flags), then Arm (Features)
@@ -232,12 +233,17 @@ class LayoutChooser:
         return NATURAL[product] if mode == "natural" else TRANSPOSED
 
     def _fastest(self, key: str, default: str, calls: dict[str, Callable[[], object]]) -> str:
-        """Time every candidate (outside autocast and autograd); the fastest, unless the default is close."""
-        best, times = float("inf"), {}
+        """Time every candidate (outside autocast and autograd) in ROUNDS passes, each pass in the reverse order of
+        the one before, so that load from elsewhere on the machine (another job starting, a neighbour's burst)
+        falls on every candidate, not on whichever was timed during it; each candidate counts its best pass. The
+        fastest wins, unless the default is within the margin of it."""
+        times: dict[str, float] = {}
+        names = list(calls)
         with torch.no_grad(), torch.autocast("cpu", enabled=False):
-            for name, call in calls.items():
-                times[name] = self.timer(key, name, call, best)
-                best = min(best, times[name])
+            for turn in range(ROUNDS):
+                for name in names if turn % 2 == 0 else names[::-1]:
+                    best = min(times.values(), default=float("inf"))
+                    times[name] = min(times.get(name, float("inf")), self.timer(key, name, calls[name], best))
         choice = min(times, key=times.__getitem__)
         if default in times and times[default] <= self.margin * times[choice]:
             choice = default  # close enough: the default needs no copies (Linear: plain F.linear)
