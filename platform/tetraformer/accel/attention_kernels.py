@@ -136,7 +136,7 @@ def fits(name: str, q: Tensor, k: Tensor, training: bool, layers: int) -> bool:
     return name not in QUADRATIC or score_bytes(q, k, training, layers) <= budget(q.device)
 
 
-def like(real: Tensor, shape: torch.Size | tuple[int, ...], dtype: torch.dtype) -> Tensor:
+def probe_like(real: Tensor, shape: torch.Size | tuple[int, ...], dtype: torch.dtype) -> Tensor:
     """Probe values of `shape` laid out in memory as `real` is (its strides, where it has that shape)."""
     values = probe(*shape, dtype=dtype).to(real.device)
     if tuple(real.shape) != tuple(shape) or values.stride() == real.stride():
@@ -158,7 +158,7 @@ def timed_calls(
     heads of a fused projection are strided views, which some kernels must copy): the forward, and in training the
     backward too. Any dropout draws from a forked random stream; the global one is untouched."""
     device, dtype, kv_shape = q.device, q.dtype, (*q.shape[:2], *k.shape[2:])  # keys with every query head
-    qp, kp, vp = (like(real, shape, dtype) for real, shape in ((q, q.shape), (k, kv_shape), (k, kv_shape)))
+    qp, kp, vp = (probe_like(real, shape, dtype) for real, shape in ((q, q.shape), (k, kv_shape), (k, kv_shape)))
     grad = probe(*q.shape, dtype=dtype).to(device)
     mask = mask.detach() if mask is not None else None
     for t in (qp, kp, vp):
