@@ -33,6 +33,10 @@ def faults_in_steady_steps(setting: str) -> tuple[bool, int]:
     """In a fresh process (mallopt is process-wide): whether the setting applied, and the page faults of ten
     steps that each allocate and free eight 4 MiB tensors, after three warm-up steps."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)])}
+    # glibc's mmap threshold starts at 128 KiB and then follows the largest chunk freed, so whether its default
+    # faults depends on what the process freed first; pinned at the start value (as MALLOC_MMAP_THRESHOLD_ pins it),
+    # the default takes its faults every step, and the setting must lift the pin itself
+    env["MALLOC_MMAP_THRESHOLD_"] = str(128 * 1024)
     out = subprocess.run([sys.executable, "-c", FAULTS, setting], env=env, capture_output=True, text=True, check=True)
     applied, faults = out.stdout.split()
     return applied == "True", int(faults)

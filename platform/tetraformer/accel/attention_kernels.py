@@ -67,10 +67,9 @@ def eager(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, sc
     """Batched matmuls and a softmax, all in the inputs' dtype (its softmax accumulates in fp32): (B, H, T, Dh).
     Without dropout, accel.batched_attention's own backward (gradients in the inputs' memory order); with it,
     autograd's over the same ops."""
-    blocked = future(q.shape[-2], k.shape[-2], q.device) if causal else None
-    if mask is not None and mask.dtype == torch.bool and not causal:
-        blocked = ~mask
-    bias = mask if mask is not None and mask.dtype != torch.bool and not causal else None
+    boolean = mask is not None and mask.dtype == torch.bool
+    blocked = future(q.shape[-2], k.shape[-2], q.device) if causal else ~mask if boolean else None
+    bias = None if causal or boolean else mask
     if dropout == 0:
         return batched_attention(q, k, v, blocked, bias, scale)
     with torch.autocast(q.device.type, enabled=False):

@@ -72,18 +72,12 @@ def measured_peak_tflops(device: torch.device, dtype: torch.dtype) -> float:
     (bf16 `g @ W` runs at ~1 GFLOP/s on AVX2-only CPUs) would make the probe take seconds.
     """
     key = f"peak x@W.T {device.type} {str(dtype).removeprefix('torch.')}"
-    timed = []
 
     def measure() -> float:
-        timed.append(True)
-        return measure_matmuls(device, dtype, layouts=("x@W.T",), min_s=0.3)["x@W.T"]
+        flops = measure_matmuls(device, dtype, layouts=("x@W.T",), min_s=0.3)["x@W.T"]
+        log.info("timed the matmul peak on %s in %s; kept in %s for later fits", device, dtype, PEAKS.file())
+        return flops
 
     flops = PEAKS.measured(key, measure)
-    log.info(
-        "%s matmul peak on %s in %s: %.2f TFLOP/s (MFU is taken against it)",
-        "measured" if timed else f"cached (in {PEAKS.file()})",
-        device,
-        dtype,
-        flops / 1e12,
-    )
+    log.info("matmul peak on %s in %s: %.2f TFLOP/s (MFU is taken against it)", device, dtype, flops / 1e12)
     return flops / 1e12
