@@ -138,7 +138,8 @@ def build_labelled_news(root: Path, opts: Options, table: str, folder: str) -> C
     splits = {split: orange_rows(f"{table}-{split}") for split in ("train", "test")}
     splits["train"], splits["val"] = stratified_split(splits["train"], lambda r: r["label"], [0.9, 0.1], opts.seed)
     fields = ("text", "label")
-    return {f"{folder}/{s}.csv": write_csv(root / f"{folder}/{s}.csv", splits[s], fields) for s in ("train", "val", "test")}
+    files = {split: f"{folder}/{split}.csv" for split in ("train", "val", "test")}
+    return {name: write_csv(root / name, splits[split], fields) for split, name in files.items()}
 
 
 def build_reuters(root: Path, opts: Options) -> Counts:
