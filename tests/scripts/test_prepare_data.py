@@ -376,6 +376,12 @@ def test_message_split_holds_out_sentences_only_and_trains_on_the_rest() -> None
         assert train == {s for s, _ in pairs if fmt.normalise_source(s) not in held}
 
 
+def read_csv_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a CSV that prepare_data wrote."""
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
 def test_news_text_keeps_r8_test_documents_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every source document is kept once, except the ones R8 is tested on; 1% of them are held out for val."""
     tables = {
@@ -386,10 +392,8 @@ def test_news_text_keeps_r8_test_documents_out(tmp_path: Path, monkeypatch: pyte
     }
     monkeypatch.setattr(prepare_data, "orange_rows", lambda name: [{"text": t, "label": "x"} for t in tables[name]])
     prepare_data.build_news_text(tmp_path, prepare_data.Options(seed=0))
-    with (tmp_path / "news_text/train.csv").open() as f:
-        train = [row["text"] for row in csv.DictReader(f)]
-    with (tmp_path / "news_text/val.csv").open() as f:
-        val = [row["text"] for row in csv.DictReader(f)]
+    train = [row["text"] for row in read_csv_rows(tmp_path / "news_text/train.csv")]
+    val = [row["text"] for row in read_csv_rows(tmp_path / "news_text/val.csv")]
     kept = train + val
     assert len(kept) == len(set(kept)) == 251 and len(val) == 3
     assert "late post" in kept and not {"tested one", "tested two"} & set(kept)
@@ -404,10 +408,7 @@ def test_newsgroups_keeps_its_test_posts_and_stratifies_val(tmp_path: Path, monk
     monkeypatch.setattr(prepare_data, "orange_rows", lambda name: tables[name])
     counts = prepare_data.build_newsgroups(tmp_path, prepare_data.Options(seed=0))
     assert set(counts) == {f"newsgroups/{s}.csv" for s in ("train", "val", "test")}
-    splits = {}
-    for split in ("train", "val", "test"):
-        with (tmp_path / f"newsgroups/{split}.csv").open() as f:
-            splits[split] = list(csv.DictReader(f))
+    splits = {split: read_csv_rows(tmp_path / f"newsgroups/{split}.csv") for split in ("train", "val", "test")}
     assert [row["text"] for row in splits["test"]] == ["later post"]
     assert sorted(row["label"] for row in splits["val"]) == ["a"] * 5 + ["b"] * 5
     texts = [row["text"] for split in ("train", "val") for row in splits[split]]
