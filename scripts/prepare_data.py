@@ -262,15 +262,28 @@ def read_catalog(path: Path) -> dict[Any, str]:
 def build_software_messages(root: Path, opts: Options) -> Counts:
     """German program messages and their English originals from Debian's gettext catalogs ->
     de_en_messages/{train,val,test}.jsonl; val and test hold MESSAGES_HELD_OUT messages each, none in train."""
+    return build_catalog_pairs(root, opts, "de")
+
+
+def build_software_messages_fr(root: Path, opts: Options) -> Counts:
+    """The same catalogs' French messages -> fr_en_messages/{train,val,test}.jsonl: data no shipped setting was
+    chosen on, for trying the de->en configs as a user would."""
+    return build_catalog_pairs(root, opts, "fr")
+
+
+def build_catalog_pairs(root: Path, opts: Options, language: str) -> Counts:
+    """One language's messages (*/<language>/LC_MESSAGES/*.mo of MESSAGE_PACKAGES) and their English originals ->
+    <language>_en_messages/{train,val,test}.jsonl, split by `split_message_pairs`."""
     pairs: dict[str, str] = {}
     for files in apt_packages_files(MESSAGE_PACKAGES).values():  # without root: one error naming every missing one
         for path in sorted(files):
-            if path.suffix == ".mo" and path.parent.match("de/LC_MESSAGES"):
+            if path.suffix == ".mo" and path.parent.match(f"{language}/LC_MESSAGES"):
                 for source, target in message_pairs(read_catalog(path)):
                     pairs.setdefault(source, target)
     parts = split_message_pairs(list(pairs.items()), MESSAGES_HELD_OUT, MESSAGE_MIN_WORDS, opts.seed)
-    log.info("software_messages: %s", ", ".join(f"{len(v)} {k}" for k, v in parts.items()))
-    return {f"de_en_messages/{s}.jsonl": write_jsonl(root / f"de_en_messages/{s}.jsonl", p) for s, p in parts.items()}
+    folder = f"{language}_en_messages"
+    log.info("%s: %s", folder, ", ".join(f"{len(v)} {k}" for k, v in parts.items()))
+    return {f"{folder}/{s}.jsonl": write_jsonl(root / f"{folder}/{s}.jsonl", p) for s, p in parts.items()}
 
 
 FASHION_CLASSES = (
@@ -486,6 +499,11 @@ REGISTRY: dict[str, Dataset] = {
         build_software_messages,
         ("de_en_messages",),
         "German program messages and their English originals, JSONL (apt gettext catalogs of git, coreutils, ...)",
+    ),
+    "software_messages_fr": Dataset(
+        build_software_messages_fr,
+        ("fr_en_messages",),
+        "French program messages and their English originals (the same catalogs): de_en configs on new data",
     ),
     "fashion_mnist": Dataset(
         build_fashion_mnist,

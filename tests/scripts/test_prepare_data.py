@@ -346,11 +346,13 @@ def write_mo(path: Path, messages: dict[str, str], encoding: str = "utf-8", char
 def test_software_messages_read_german_catalogs_and_skip_unreadable_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Only de/LC_MESSAGES catalogs are read; a catalog in a legacy encoding is skipped with a warning naming it."""
+    """Only de/LC_MESSAGES catalogs are read (fr/ ones for software_messages_fr); a catalog in a legacy encoding is
+    skipped with a warning naming it."""
     german = {f"cannot open file {i}": f"Kann Datei {i} nicht öffnen" for i in range(10)}
+    french = {f"cannot open file {i}": f"impossible d'ouvrir le fichier {i}" for i in range(10)}
     files = [
         write_mo(tmp_path / "de/LC_MESSAGES/tool.mo", german),
-        write_mo(tmp_path / "fr/LC_MESSAGES/tool.mo", {"cannot open": "impossible d'ouvrir le fichier"}),
+        write_mo(tmp_path / "fr/LC_MESSAGES/tool.mo", french),
         write_mo(tmp_path / "de/LC_MESSAGES/old.mo", {"open": "öffnen"}, encoding="latin-1", charset="utf-8"),
     ]
     monkeypatch.setattr(prepare_data, "apt_packages_files", lambda packages: dict.fromkeys(packages, files))
@@ -360,6 +362,9 @@ def test_software_messages_read_german_catalogs_and_skip_unreadable_ones(
     assert sorted(rows["train"] + rows["val"] + rows["test"]) == sorted(german.values())
     assert len(rows["val"]) == len(rows["test"]) == 2
     assert "old.mo" in caplog.text and "UTF-8" in caplog.text
+    prepare_data.build_software_messages_fr(tmp_path / "out", prepare_data.Options(seed=0))
+    rows = [read_sources(tmp_path / f"out/fr_en_messages/{name}.jsonl") for name in ("train", "val", "test")]
+    assert sorted(sum(rows, [])) == sorted(french.values())
 
 
 def test_message_split_holds_out_sentences_only_and_trains_on_the_rest() -> None:
