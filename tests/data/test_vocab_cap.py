@@ -6,6 +6,7 @@ import itertools
 import json
 import logging
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -14,16 +15,12 @@ from tetraformer.cli.commands import tokenizer_command
 from tetraformer.data import load_tokenizer
 from tetraformer.data.run_tokenizer import CAPPED, RECORD, prepare_run_tokenizer
 from tetraformer.data.tokenizer import SPECIAL_VOCAB, TokenizerKind, word_splitter
-from tetraformer.data.vocab_cap import (
-    BYTE_ALPHABET,
-    MIN_COUNT,
-    cap_vocab_size,
-    supported_vocab_size,
-    text_inventory,
-)
+from tetraformer.data.vocab_cap import MIN_COUNT, cap_vocab_size, text_inventory
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "su", "ta", "ri", "po"]
 WORDS = ["".join(parts) for parts in itertools.product(SYLLABLES, repeat=3)]  # 512 distinct words
+RARE = ["".join(parts) for parts in itertools.product(["bu", "ze", "fo", "gi"], repeat=4)]  # 256 more, once each
+BYTE_ALPHABET = 256  # byte-level BPE starts from every byte
 CAP_LOGGER = "tetraformer.data.vocab_cap"
 
 
@@ -102,45 +99,58 @@ def test_opting_out_keeps_the_size_and_retrains(tmp_path: Path, caplog: pytest.L
     assert "vocab_cap" not in capped  # the default is not written: records from before the cap still match
 
 
-def test_the_cap_depends_on_the_text_not_its_order() -> None:
+@pytest.mark.parametrize("kind", ["wordpiece", "unigram", "bpe"])
+def test_the_cap_depends_on_the_text_not_its_order(kind: TokenizerKind) -> None:
     """The same lines in any order give the same cap."""
     texts = lines(1) + lines(MIN_COUNT)[:40]
     shuffled = random.Random(0).sample(texts, len(texts))
-    assert cap_vocab_size(texts, "unigram", 5000, 5) == cap_vocab_size(shuffled, "unigram", 5000, 5) < 5000
+    assert cap_vocab_size(lambda: texts, kind, 5000, 5) == cap_vocab_size(lambda: shuffled, kind, 5000, 5) < 5000
 
 
-@pytest.mark.parametrize(("kind", "floor"), [("bpe", BYTE_ALPHABET), ("wordpiece", 2), ("unigram", 1)])
+@pytest.mark.parametrize(("kind", "floor"), [("bpe", BYTE_ALPHABET), ("wordpiece", 1), ("unigram", 1)])
 def test_the_cap_keeps_the_alphabet_and_specials(kind: TokenizerKind, floor: int) -> None:
     """However few words repeat, the cap holds every special token and the trainer's starting alphabet."""
     texts = ["abc def\n"]  # 2 distinct words, none frequent: 7 characters
     specials = len(SPECIAL_VOCAB) + 100  # with T5 sentinels
     chars = len(set("abcdef"))
-    cap = cap_vocab_size(texts, kind, 10_000, specials)
-    assert cap >= specials + (floor if kind == "bpe" else floor * chars)
+    cap = cap_vocab_size(lambda: texts, kind, 10_000, specials)
+    assert cap >= specials + (floor if kind == "bpe" else chars)
 
 
 def test_a_char_tokenizer_is_never_capped(caplog: pytest.LogCaptureFixture) -> None:
     """A char vocabulary is the characters seen: the request is already a ceiling."""
-    assert cap_vocab_size(lines(1), "char", 5000, 5) == 5000 and cap_warnings(caplog) == []
+    assert cap_vocab_size(lambda: lines(1), "char", 5000, 5) == 5000 and cap_warnings(caplog) == []
 
 
 def test_counting_stops_once_the_text_supports_the_size() -> None:
-    """A text that supports the size is read only until it does: an endless one still returns."""
-    endless = itertools.cycle(lines(1))
-    assert cap_vocab_size(endless, "wordpiece", 300, 5) == 300
+    """A text whose words seen MIN_COUNT+ times alone fill the size is read only that far: an endless one returns."""
+    assert cap_vocab_size(lambda: itertools.cycle(lines(1)), "wordpiece", 300, 5) == 300
     inventory = text_inventory(itertools.cycle(lines(1)), word_splitter("wordpiece"), lambda inv: inv.frequent > 0)
     assert not inventory.complete and inventory.words == 2 + 8 * MIN_COUNT  # stopped at the line "the" hit 5
 
 
-def test_every_frequent_word_can_be_spelt_whole() -> None:
-    """The pieces past the alphabet are the merges that make each word seen MIN_COUNT+ times whole, so a text whose
-    words all repeat (a toy corpus) keeps them whole; words seen fewer times add nothing."""
-    frequent = text_inventory(lines(MIN_COUNT), word_splitter("unigram"))
-    rare = text_inventory(lines(MIN_COUNT - 1), word_splitter("unigram"))
-    split = word_splitter("unigram")
-    spelt = sum(len(word) - 1 for word in {word for line in lines(1) for word in split(line)})  # each seen 5+ times
-    assert supported_vocab_size(frequent, "unigram", 0) - frequent.chars == frequent.spelling == spelt
-    assert rare.frequent == 2 and rare.words == frequent.words == len(WORDS) + 2
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe"])
+def test_the_capped_vocabulary_holds_what_the_text_shows_often(
+    kind: TokenizerKind, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Capped, a merging tokenizer keeps each word seen MIN_COUNT+ times whole and spells each word seen once from
+    shared pieces, where the uncapped one, given the room, makes most of those rare words pieces of their own."""
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("".join(lines(MIN_COUNT)) + " ".join(RARE) + "\n", encoding="utf-8")
+    prepare(tmp_path / "capped", corpus, kind, 10_000)
+    prepare(tmp_path / "kept", corpus, kind, 10_000, cap=False)
+    [warning] = cap_warnings(caplog)
+    words, frequent = map(int, re.search(r"has (\d+) distinct words, (\d+) of them", warning).groups())
+    assert words - frequent >= len(RARE) and frequent >= len(WORDS)  # the trainer's words: BPE's keep their space
+    capped, kept = load_tokenizer(tmp_path / "capped"), load_tokenizer(tmp_path / "kept")
+    space = " " if kind == "bpe" else ""  # byte-level BPE's words mid-line carry their space
+
+    def whole(tokenizer: object, words: list[str]) -> int:
+        """How many of `words` the tokenizer keeps as one piece."""
+        return sum(len(tokenizer.tokenize(space + word)) == 1 for word in words)
+
+    assert whole(capped, WORDS) == len(WORDS) and whole(capped, RARE) == 0
+    assert whole(kept, RARE) > len(RARE) // 2
 
 
 def test_the_tokenizer_command_caps_unless_told_not_to(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

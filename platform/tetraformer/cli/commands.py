@@ -10,6 +10,7 @@ import logging
 import sys
 import typing
 from collections.abc import Callable
+from functools import partial
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -192,7 +193,7 @@ def tokenizer_command(argv: list[str]) -> None:
     files = [f for spec in args.input for f in resolve_files(spec)]
     size = args.vocab_size
     if not args.no_vocab_cap:
-        texts = training_texts(files, "text", "utf-8")
+        texts = partial(training_texts, files, "text", "utf-8")  # read afresh by each count
         options = {"option": "--vocab-size", "opt_out": "--no-vocab-cap", "chinese_chars": chinese_chars}
         options["zero_digits"] = args.zero_digits
         size = cap_vocab_size(texts, args.type, size, len(SPECIAL_VOCAB), args.lowercase, **options)

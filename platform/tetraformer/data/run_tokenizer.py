@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,7 @@ def prepare_run_tokenizer(
         log.warning("retraining the tokenizer in %s: %s changed since it was trained", directory, ", ".join(changed))
     size = vocab_size
     if vocab_cap:
-        texts = training_texts(files, field, encoding)
+        texts = partial(training_texts, files, field, encoding)  # read afresh by each count
         size = cap_vocab_size(texts, kind, vocab_size, len(SPECIAL_VOCAB) + extra_ids, **settings)
     log.info("training a %s tokenizer (vocab %d) on %d file(s)", kind, size, len(files))
     train_tokenizer(files, kind, size, directory, field=field, encoding=encoding, extra_ids=extra_ids, **settings)

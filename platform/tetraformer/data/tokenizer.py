@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,6 +47,7 @@ _KNOWN_SPECIALS = {
 }
 _HF_TOKENIZER_FILES = ("tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model", "tokenizer.model")
 _BYTE_ALPHABET = pre_tokenizers.ByteLevel.alphabet()
+UNLIMITED = 1 << 24  # a vocabulary size no text reaches: the trainer stops by another rule
 DIGIT = r"\p{Nd}"  # a decimal digit of any script (Oniguruma's Unicode class)
 
 
@@ -187,6 +188,31 @@ def word_splitter(
         return [word for word, _ in pre_tokenizer.pre_tokenize_str(normalized)]
 
     return split
+
+
+def merged_vocab_size(
+    texts: Callable[[], Iterable[str]],
+    kind: TokenizerKind,
+    specials: int,
+    min_count: int,
+    lowercase: bool = False,
+    chinese_chars: bool = True,
+    zero_digits: bool = False,
+) -> int:
+    """The vocabulary a merging trainer of this kind learns from `texts()` when it merges only pairs seen
+    `min_count`+ times and has no size limit: the special tokens, its alphabet and those merges. BPE and WordPiece
+    train exactly this vocabulary when given this size; Unigram, which does not merge, gets it as an estimate."""
+    names = [f"<special_{i}>" for i in range(specials)]
+    backend, trainer = _untrained(kind, UNLIMITED, lowercase, names, chinese_chars, zero_digits)
+    if kind == "wordpiece":
+        train_wordpiece(backend, texts, UNLIMITED, names, min_count)
+        return backend.get_vocab_size()
+    if kind == "unigram":  # count the merges over Unigram's own words, from its characters
+        backend.model, trainer = models.BPE(), trainers.BpeTrainer(vocab_size=UNLIMITED, special_tokens=names)
+    trainer.min_frequency = min_count
+    trainer.show_progress = False
+    backend.train_from_iterator(texts(), trainer=trainer)
+    return backend.get_vocab_size()
 
 
 def _untrained(

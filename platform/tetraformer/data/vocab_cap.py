@@ -5,19 +5,22 @@ Why cap: a sub-word trainer given more slots than the text's frequent words need
 related words share nothing ("Edelsteinlupen" may become one piece, not "Edelstein" + "lupen"). Sennrich & Zhang (2019,
 "Revisiting Low-Resource Neural Machine Translation") found small vocabularies best on small corpora for this.
 
-The rule: a word earns a whole piece once the text shows it MIN_COUNT times (enough to learn an embedding), and
-with it the pieces a merging trainer builds on the way (one per character after the first, at most); so
+The rule: a piece earns its slot once the text shows it MIN_COUNT times (enough to learn an embedding). The supported
+size is what a merging trainer of the tokenizer's kind learns when it merges only pairs seen MIN_COUNT+ times (the
+`min_frequency` of `tokenizers`' BPE trainer): the special tokens, the trainer's alphabet and those merges
+(`tokenizer.merged_vocab_size`). Every word seen MIN_COUNT+ times ends up whole (each pair inside it is seen at
+least as often as the word), so does every frequent part of rarer words, and nothing seen fewer times does; the
+next merge would serve only such rarer strings. BPE and WordPiece trained at that size learn exactly those pieces;
+Unigram, which prunes instead of merging, gets the same count, over its own words, as its ceiling. An earlier rule
+counted each frequent word's merges as if no word shared any (len - 1 per word): on 54 of Grimm's tales (5,030
+distinct words, 1,548 seen 5+ times) it allowed 7,949 BPE pieces, more than the text has words, where the text
+shows 3,089 pieces 5+ times.
 
-    supported = specials + alphabet + sum over words seen MIN_COUNT+ times of max(len(word) - 1, 1)
-
-where the alphabet is what the trainer starts from (256 bytes for byte-level BPE, each character and its ##
-continuation for WordPiece, the characters for Unigram) and the words are the trainer's own (its normaliser and
-pre-tokenizer). Past that size every new piece serves only words seen under MIN_COUNT times. It never goes below
-the alphabet plus the special tokens, and a text whose every word repeats (a toy corpus) keeps room to spell them
-all whole. The count is of the text alone, so the same text gives the same cap. Large text is not capped: Reuters
-R8's 4,936 training texts support 36,728 WordPiece pieces, the 45,000 de_en dictionary pairs (both sides) 32,317
-Unigram ones; the first 8,000 of those pairs support 3,809 (739 words seen 5+ times), so 8,000 is capped there.
-Counting stops as soon as the text supports the requested size, so a large corpus is read only until then.
+The count is of the text alone, so the same text gives the same cap. Large text is not capped: Reuters R8's 4,936
+training texts support 10,852 WordPiece pieces, the 45,000 de_en dictionary pairs (both sides) 18,152 Unigram ones;
+the first 8,000 of those pairs support 4,624, so 8,000 is capped there. A text is read only until its words seen
+MIN_COUNT+ times alone fill the requested size (each is a piece of its own), so a large corpus costs one partial
+pass; a smaller one is read twice more (three times for WordPiece) by the counting trainer.
 """
 
 from __future__ import annotations
@@ -27,58 +30,40 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from tetraformer.data.tokenizer import TokenizerKind, word_splitter
+from tetraformer.data.tokenizer import TokenizerKind, merged_vocab_size, word_splitter
 
 log = logging.getLogger(__name__)
 
-MIN_COUNT = 5  # times the text must show a word before it deserves its own piece
-BYTE_ALPHABET = 256  # byte-level BPE starts from every byte
+MIN_COUNT = 5  # times the text must show a piece (a word, a part of words) before it deserves a slot
 
 
 @dataclass(frozen=True)
 class TextInventory:
-    """What a training text offers a tokenizer: its distinct words, those seen MIN_COUNT times and the pieces that
-    spell them, its characters."""
+    """What a training text offers a tokenizer: its distinct words and those seen MIN_COUNT times."""
 
     words: int
     frequent: int
-    spelling: int  # sum of max(len - 1, 1) over the frequent words: the merges that make each one whole
-    chars: int
-    complete: bool = True  # False: counting stopped once the text supported the requested size
-
-
-def alphabet_size(kind: TokenizerKind, chars: int) -> int:
-    """The pieces a trainer of this kind starts from, before any merge."""
-    return {"bpe": BYTE_ALPHABET, "wordpiece": 2 * chars}.get(kind, chars)
-
-
-def supported_vocab_size(inventory: TextInventory, kind: TokenizerKind, specials: int) -> int:
-    """The largest vocabulary whose pieces the text shows often enough (see the module docstring)."""
-    return specials + alphabet_size(kind, inventory.chars) + inventory.spelling
+    complete: bool = True  # False: counting stopped once `enough` said so
 
 
 def text_inventory(
     texts: Iterable[str], split: Callable[[str], list[str]], enough: Callable[[TextInventory], bool] | None = None
 ) -> TextInventory:
-    """Count the texts' distinct words (as `split` gives them), the frequent ones and their characters; stop early
-    (complete=False) once `enough` says the counts so far suffice."""
+    """Count the texts' distinct words (as `split` gives them) and the frequent ones; stop early (complete=False)
+    once `enough` says the counts so far suffice."""
     counts: Counter[str] = Counter()
-    chars: set[str] = set()
-    frequent = spelling = 0
+    frequent = 0
     for text in texts:
-        words = split(text)
-        for word in words:
+        for word in split(text):
             counts[word] += 1
-            if counts[word] == MIN_COUNT:
-                frequent, spelling = frequent + 1, spelling + max(len(word) - 1, 1)
-        chars.update("".join(words))
-        if enough is not None and enough(TextInventory(len(counts), frequent, spelling, len(chars), complete=False)):
-            return TextInventory(len(counts), frequent, spelling, len(chars), complete=False)
-    return TextInventory(len(counts), frequent, spelling, len(chars))
+            frequent += counts[word] == MIN_COUNT
+        if enough is not None and enough(TextInventory(len(counts), frequent, complete=False)):
+            return TextInventory(len(counts), frequent, complete=False)
+    return TextInventory(len(counts), frequent)
 
 
 def cap_vocab_size(
-    texts: Iterable[str],
+    texts: Callable[[], Iterable[str]],
     kind: TokenizerKind,
     vocab_size: int,
     specials: int,
@@ -89,33 +74,32 @@ def cap_vocab_size(
     zero_digits: bool = False,
 ) -> int:
     """`vocab_size`, or the smaller size the texts support (one warning line naming `option`, the sizes and why).
+    `texts()` gives the training texts afresh each time it is called.
 
     A char tokenizer is never capped: its vocabulary is the characters seen, and a larger request is a ceiling.
     """
     if kind == "char":
         return vocab_size
-    inventory = text_inventory(
-        texts,
-        word_splitter(kind, lowercase, chinese_chars, zero_digits),
-        lambda inv: supported_vocab_size(inv, kind, specials) >= vocab_size,
-    )
-    cap = supported_vocab_size(inventory, kind, specials)
+    split = word_splitter(kind, lowercase, chinese_chars, zero_digits)
+    inventory = text_inventory(texts(), split, lambda inv: specials + inv.frequent >= vocab_size)
+    if not inventory.complete:
+        return vocab_size
+    cap = merged_vocab_size(texts, kind, specials, MIN_COUNT, lowercase, chinese_chars, zero_digits)
     if cap >= vocab_size:
         return vocab_size
-    alphabet = alphabet_size(kind, inventory.chars)
     log.warning(
-        "%s=%d but the training text has %d distinct words, %d of them seen %d+ times: capping the vocabulary to "
-        "%d (%d special + %d alphabet + %d pieces, enough to spell each of those words whole) so the rarer words "
-        "are spelt from shared pieces instead of getting their own from one or two examples; %s keeps %d",
+        "%s=%d but the training text has %d distinct words, %d of them seen %d+ times, and %d pieces it shows %d+ "
+        "times (special tokens and the %s trainer's alphabet included): capping the vocabulary to %d so the rarer "
+        "words are spelt from shared pieces instead of getting their own from one or two examples; %s keeps %d",
         option,
         vocab_size,
         inventory.words,
         inventory.frequent,
         MIN_COUNT,
         cap,
-        specials,
-        alphabet,
-        inventory.spelling,
+        MIN_COUNT,
+        kind,
+        cap,
         opt_out,
         vocab_size,
     )

@@ -22,29 +22,38 @@ CONTINUATION = "##"
 
 
 def train_wordpiece(
-    backend: Tokenizer, texts: Callable[[], Iterable[str]], vocab_size: int, specials: list[str]
+    backend: Tokenizer,
+    texts: Callable[[], Iterable[str]],
+    vocab_size: int,
+    specials: list[str],
+    min_count: int = 0,
 ) -> None:
     """Give `backend` (a WordPiece pipeline: model, normaliser and pre-tokenizer set) the vocabulary the texts
     support, at most `vocab_size` pieces with the special tokens first (ids 0, 1, ...), unless the alphabet alone is
-    larger. `texts()` gives the training texts afresh: they are read twice."""
+    larger; with `min_count`, only pieces merged from pairs the text shows that many times. `texts()` gives the
+    training texts afresh: they are read twice."""
     # the alphabet of the words without their first character: the characters seen inside words (at the library's
     # speed; a Python loop over the words took twice as long)
     inner = set(_bpe_tokens(backend, pre_tokenizers.Split(Regex(r"\A."), behavior="removed"), texts(), 1))
     # BPE's tokens are the characters C, the mark and the merges; a merge gives a new piece unless it is the mark
     # and a character, so vocab_size + C + 1 tokens are enough, and 2 * vocab_size + 1 when C is under vocab_size
     word_start = pre_tokenizers.Metaspace(replacement=MARK, prepend_scheme="always", split=False)
-    learnt = _bpe_tokens(backend, word_start, texts(), 2 * vocab_size + 1)
+    learnt = _bpe_tokens(backend, word_start, texts(), 2 * vocab_size + 1, min_count)
     vocab = wordpiece_vocabulary(learnt, inner, vocab_size, specials)
     backend.model = models.WordPiece(vocab, unk_token=backend.model.unk_token)
     backend.add_special_tokens(specials)
 
 
-def _bpe_tokens(backend: Tokenizer, step: pre_tokenizers.PreTokenizer, texts: Iterable[str], size: int) -> list[str]:
-    """The tokens, in id order, of a BPE trainer run over `backend`'s words with `step` applied to each word."""
+def _bpe_tokens(
+    backend: Tokenizer, step: pre_tokenizers.PreTokenizer, texts: Iterable[str], size: int, min_count: int = 0
+) -> list[str]:
+    """The tokens, in id order, of a BPE trainer run over `backend`'s words with `step` applied to each word,
+    merging only pairs seen `min_count`+ times."""
     bpe = Tokenizer(models.BPE())
     bpe.normalizer = backend.normalizer
     bpe.pre_tokenizer = pre_tokenizers.Sequence([backend.pre_tokenizer, step])
-    bpe.train_from_iterator(texts, trainer=trainers.BpeTrainer(vocab_size=size, show_progress=False))
+    trainer = trainers.BpeTrainer(vocab_size=size, min_frequency=min_count, show_progress=False)
+    bpe.train_from_iterator(texts, trainer=trainer)
     vocab = bpe.get_vocab()
     return sorted(vocab, key=vocab.__getitem__)
 
