@@ -75,6 +75,19 @@ def test_text_that_supports_the_size_is_not_capped(
     assert len(load_tokenizer(tmp_path)) <= size
 
 
+def test_a_lower_min_count_counts_more_pieces_and_retrains(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """vocab_min_count is a setting: lowered, the cap counts pieces seen fewer times (a larger cap), the record
+    keeps it and the tokenizer is retrained; the default is not written, so records from before it still match."""
+    caplog.set_level(logging.INFO)
+    corpus = write(tmp_path / "train.txt", 2)  # every word twice: nothing whole at 5, all of them at 2
+    default = prepare(tmp_path, corpus, "wordpiece", 5000)
+    prepare_run_tokenizer(tmp_path, [corpus], "wordpiece", 5000, "text", "utf-8", min_count=2)
+    lowered = json.loads((tmp_path / RECORD).read_text())
+    assert "vocab_min_count" not in default and lowered["vocab_min_count"] == 2
+    assert default[CAPPED] < lowered[CAPPED] < 5000 and "vocab_min_count changed" in caplog.text
+    assert all(len(load_tokenizer(tmp_path).tokenize(word)) == 1 for word in WORDS)
+
+
 def test_resume_reuses_the_capped_tokenizer_without_counting_again(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -47,16 +47,19 @@ class TextInventory:
 
 
 def text_inventory(
-    texts: Iterable[str], split: Callable[[str], list[str]], enough: Callable[[TextInventory], bool] | None = None
+    texts: Iterable[str],
+    split: Callable[[str], list[str]],
+    enough: Callable[[TextInventory], bool] | None = None,
+    min_count: int = MIN_COUNT,
 ) -> TextInventory:
-    """Count the texts' distinct words (as `split` gives them) and the frequent ones; stop early (complete=False)
-    once `enough` says the counts so far suffice."""
+    """Count the texts' distinct words (as `split` gives them) and those seen `min_count`+ times; stop early
+    (complete=False) once `enough` says the counts so far suffice."""
     counts: Counter[str] = Counter()
     frequent = 0
     for text in texts:
         for word in split(text):
             counts[word] += 1
-            frequent += counts[word] == MIN_COUNT
+            frequent += counts[word] == min_count
         if enough is not None and enough(TextInventory(len(counts), frequent, complete=False)):
             return TextInventory(len(counts), frequent, complete=False)
     return TextInventory(len(counts), frequent)
@@ -72,19 +75,20 @@ def cap_vocab_size(
     opt_out: str = "--data.vocab_cap false",
     chinese_chars: bool = True,
     zero_digits: bool = False,
+    min_count: int = MIN_COUNT,
 ) -> int:
-    """`vocab_size`, or the smaller size the texts support (one warning line naming `option`, the sizes and why).
-    `texts()` gives the training texts afresh each time it is called.
+    """`vocab_size`, or the smaller size the texts support, counting the pieces they show `min_count`+ times (one
+    warning line naming `option`, the sizes and why). `texts()` gives the training texts afresh each time.
 
     A char tokenizer is never capped: its vocabulary is the characters seen, and a larger request is a ceiling.
     """
     if kind == "char":
         return vocab_size
     split = word_splitter(kind, lowercase, chinese_chars, zero_digits)
-    inventory = text_inventory(texts(), split, lambda inv: specials + inv.frequent >= vocab_size)
+    inventory = text_inventory(texts(), split, lambda inv: specials + inv.frequent >= vocab_size, min_count)
     if not inventory.complete:
         return vocab_size
-    cap = merged_vocab_size(texts, kind, specials, MIN_COUNT, lowercase, chinese_chars, zero_digits)
+    cap = merged_vocab_size(texts, kind, specials, min_count, lowercase, chinese_chars, zero_digits)
     if cap >= vocab_size:
         return vocab_size
     log.warning(
@@ -95,9 +99,9 @@ def cap_vocab_size(
         vocab_size,
         inventory.words,
         inventory.frequent,
-        MIN_COUNT,
+        min_count,
         cap,
-        MIN_COUNT,
+        min_count,
         kind,
         cap,
         opt_out,

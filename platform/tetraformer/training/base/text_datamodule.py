@@ -12,6 +12,7 @@ from tetraformer.data.files import resolve_files
 from tetraformer.data.row_store import RowStore, Tables, row_store
 from tetraformer.data.run_tokenizer import prepare_run_tokenizer
 from tetraformer.data.tokenizer import TokenizerKind
+from tetraformer.data.vocab_cap import MIN_COUNT
 from tetraformer.errors import at_least, require
 from tetraformer.files import write_text_if_changed
 from tetraformer.training.base.datamodule import TaskDataModule
@@ -22,6 +23,7 @@ class TextDataModule(TaskDataModule):
 
     `vocab_size` is a ceiling: with `vocab_cap` (the default) a size the training text cannot support (too few
     words it repeats) is capped, with one warning line (data/vocab_cap.py); `--data.vocab_cap false` keeps it.
+    `vocab_min_count` is the times the text must show a piece for the cap to count it (default 5).
     `tokenize_chinese_chars` false keeps CJK ideographs inside their words in a WordPiece tokenizer (text already
     split into words, e.g. Japanese morphemes), as BERT's option of that name does. `zero_digits` makes the run
     tokenizer read every digit as 0 (numbers share pieces by length: "23 日" and "19 日" look alike).
@@ -46,6 +48,7 @@ class TextDataModule(TaskDataModule):
         tokenizer_type: TokenizerKind = "wordpiece",
         vocab_size: int = 8000,
         vocab_cap: bool = True,
+        vocab_min_count: int = MIN_COUNT,
         tokenize_chinese_chars: bool = True,
         zero_digits: bool = False,
         cache_dir: str | None = None,
@@ -53,14 +56,14 @@ class TextDataModule(TaskDataModule):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        at_least(self, 1, vocab_size=vocab_size, num_proc=num_proc)
+        at_least(self, 1, vocab_size=vocab_size, num_proc=num_proc, vocab_min_count=vocab_min_count)
         require(self, "encoding", encoding, known_encoding(encoding), "must be an encoding Python knows (utf-8, ...)")
         keeps = tokenize_chinese_chars or tokenizer_type == "wordpiece"
         require(self, "tokenize_chinese_chars", tokenize_chinese_chars, keeps, "false needs tokenizer_type wordpiece")
         self.text_field, self.encoding = text_field, encoding
         self.tokenizer_type, self.vocab_size, self.vocab_cap = tokenizer_type, vocab_size, vocab_cap
         self.cache_dir, self.num_proc, self.tokenize_chinese_chars = cache_dir, num_proc, tokenize_chinese_chars
-        self.zero_digits = zero_digits
+        self.zero_digits, self.vocab_min_count = zero_digits, vocab_min_count
         self._row_stores: dict[tuple[str, str], RowStore] = {}  # by split and path, once opened in this process
 
     def train_run_tokenizer(
@@ -71,6 +74,7 @@ class TextDataModule(TaskDataModule):
         directory, kind, size = self.tokenizer_dir(), self.tokenizer_type, self.vocab_size
         field, encoding = field or self.text_field, encoding or self.encoding
         settings = {"chinese_chars": self.tokenize_chinese_chars, "zero_digits": self.zero_digits}
+        settings["min_count"] = self.vocab_min_count
         prepare_run_tokenizer(directory, files, kind, size, field, encoding, extra_ids, self.vocab_cap, **settings)
 
     def train_run_tokenizer_on(self, corpus: Path, text: str, extra_ids: int = 0) -> None:
