@@ -181,7 +181,7 @@ def tokenizer_command(argv: list[str]) -> None:
         "--zero-digits", action="store_true", help="read every digit as 0, so numbers share pieces by their length"
     )
     train.add_argument(
-        "--min-count", type=int, default=5, help="times the text must show a piece for the cap to count it"
+        "--min-count", type=int, help="times the text must show a piece for the cap to count it (default: MIN_COUNT, 5)"
     )
     train.add_argument("--output", type=Path, required=True, help="directory for tokenizer.json and HF files")
     args = parser.parse_args(argv)
@@ -198,7 +198,9 @@ def tokenizer_command(argv: list[str]) -> None:
     if not args.no_vocab_cap:
         texts = partial(training_texts, files, "text", "utf-8")  # read afresh by each count
         options = {"option": "--vocab-size", "opt_out": "--no-vocab-cap", "chinese_chars": chinese_chars}
-        options["zero_digits"], options["min_count"] = args.zero_digits, args.min_count
+        options["zero_digits"] = args.zero_digits
+        if args.min_count is not None:  # else the cap's own MIN_COUNT
+            options["min_count"] = args.min_count
         size = cap_vocab_size(texts, args.type, size, len(SPECIAL_VOCAB), args.lowercase, **options)
     settings = {"chinese_chars": chinese_chars, "zero_digits": args.zero_digits}
     tokenizer = train_tokenizer(files, args.type, size, args.output, args.lowercase, **settings)
