@@ -5,6 +5,7 @@ python scripts/baselines.py --train data/reuters/train.csv --test data/reuters/t
 python scripts/baselines.py --train data/word_senses/train.csv --test data/word_senses/test.csv \
     --text_field sentence --pair_field definition   # pairs: [A, B, A*B] TF-IDF features
 python scripts/baselines.py ner --train data/ner_en/train.conll --test data/ner_en/test.conll   # baselines_ner.py
+python scripts/baselines.py lm --train data/shakespeare/train.txt --val data/shakespeare/val.txt  # baselines_lm.py
 """
 
 from __future__ import annotations
@@ -38,13 +39,19 @@ def features(vectorizer: TfidfVectorizer, texts: list[list[str]]) -> csr_matrix:
 def main(argv: list[str] | None = None) -> None:
     """Fit TF-IDF (uni+bigrams, sublinear tf) + LinearSVC on train; print test accuracy and macro-F1.
 
-    `ner ...` runs the NER baseline instead (scripts/baselines_ner.py: CRF or averaged perceptron on CoNLL).
+    `ner ...` runs the NER baseline instead (scripts/baselines_ner.py: CRF or averaged perceptron on CoNLL), `lm ...`
+    the language-model one (scripts/baselines_lm.py: character n-grams with Kneser-Ney smoothing).
     """
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["ner"]:
         import baselines_ner  # scripts/ is on sys.path when this file runs as a script
 
         baselines_ner.main(argv[1:])
+        return
+    if argv[:1] == ["lm"]:
+        import baselines_lm
+
+        baselines_lm.main(argv[1:])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=Path, default=Path("data/reuters/train.csv"))
