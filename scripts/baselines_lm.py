@@ -6,6 +6,7 @@ Each order n (1 to --max_order) is its own model, fitted on the training text an
 one stream of characters: the mean cross-entropy in nats per character (what a character-level GPT logs as
 val/loss) and bits per UTF-8 byte (comparable across tokenizers: a BPE model's summed loss over the same bytes).
 The best order is chosen on the validation text itself, so the baseline is as strong as the method gets there.
+Counts are plain Python dicts in memory (a 340k-character text at order 8: 5 s, 480 MB), so texts of a few MB.
 
 Smoothing (Chen and Goodman's interpolated Kneser-Ney, one discount per order): the highest order counts n-grams,
 each lower order counts the distinct characters that precede it (continuation counts), and every order gives a
