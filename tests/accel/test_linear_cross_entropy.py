@@ -84,6 +84,26 @@ def test_fused_loss_and_gradients_match_the_plain_path(
             close(mine, theirs, precision)
 
 
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_bf16_weights_under_a_bf16_default_dtype_match_the_plain_path(smoothing: float) -> None:
+    """bf16-true: bf16 h and weight, with torch's default dtype bf16 during the call as Lightning's bf16-true sets
+    it for the step: the plain path's loss and gradients (each row's share of the mean stays fp32)."""
+    h, w, t = torch.randn(B, T, D).bfloat16(), (torch.randn(V, D) * 0.3).bfloat16(), targets()
+    results = []
+    for fn in (linear_cross_entropy, plain_cross_entropy):
+        hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(torch.bfloat16)
+        try:
+            loss = fn(hh, ww, t, -100, smoothing)
+            loss.backward()
+        finally:
+            torch.set_default_dtype(previous)
+        results.append((loss.detach().float(), hh.grad.float(), ww.grad.float()))
+    for ours, ref in zip(*results, strict=True):
+        bf16_close(ours, ref)
+
+
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_a_tied_weight_gets_both_gradients(precision: str) -> None:
     """A weight that also embeds the tokens (h is made from it) gets the sum of both uses' gradients."""

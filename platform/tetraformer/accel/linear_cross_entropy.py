@@ -54,7 +54,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         with torch.autocast(h.device.type, enabled=False):
             for start in range(0, h.shape[0], rows):
                 part = slice(start, start + rows)
-                weight = valid[part] / count  # (c,): each row's share of the mean
+                weight = valid[part].float() / count  # (c,) fp32 whatever the default dtype: each row's share
                 loss, grad = chunk_loss(hc[part], wc, targets[part], weight, smoothing, want_h or want_w)
                 total += loss
                 if grad is None:
