@@ -24,27 +24,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tetraformer.data import DataError
+from tetraformer.data.files import resolve_files
+from tetraformer.data.tokenizer import training_texts
+
 
 def read_text(paths: Sequence[Path]) -> str:
-    """The files' text (a directory: its .txt files in name order), joined by blank lines."""
-    files: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found = sorted(path.rglob("*.txt"))
-            if not found:
-                sys.exit(f"error: {path}: no .txt files in this directory")
-            files.extend(found)
-        elif path.is_file():
-            files.append(path)
-        else:
-            sys.exit(f"error: {path}: no such file or directory")
-    texts = []
-    for file in files:
-        try:
-            texts.append(file.read_text(encoding="utf-8"))
-        except UnicodeDecodeError as err:
-            sys.exit(f"error: {file}: not UTF-8 text (byte {err.start})")
-    return "\n\n".join(texts)
+    """The text a language-modelling run reads from the same paths (files, directories, globs; .txt line by line,
+    .jsonl by its "text" field), one file after another, joined by newlines."""
+    files = resolve_files(list(paths))
+    return "\n".join("".join(training_texts([file], "text", "utf-8")) for file in files)
 
 
 @dataclass
@@ -67,7 +56,7 @@ def order_from(grams: dict[str, int]) -> Order:
     of_count = Counter(grams.values())
     n1, n2 = of_count.get(1, 0), of_count.get(2, 0)
     discount = n1 / (n1 + 2 * n2) if n1 + n2 else 0.5
-    return Order(dict(grams), dict(totals), dict(followers), min(max(discount, 0.05), 0.95))
+    return Order(grams, dict(totals), dict(followers), min(max(discount, 0.05), 0.95))
 
 
 def raw_counts(text: str, n: int) -> dict[str, int]:
@@ -93,10 +82,10 @@ class KneserNey:
             raise ValueError("the training text is empty")
         self.max_order = max_order
         self.vocab = len(set(text)) + 1  # + one slot for a character the training text lacks
-        self.raw = {n: raw_counts(text, n) for n in range(1, max_order + 1)}
+        raw = {n: raw_counts(text, n) for n in range(1, max_order + 1)}
         # a model of highest order N counts raw N-grams; each order below N counts continuations
-        self.cont = {n: order_from(continuation_counts(self.raw[n + 1])) for n in range(1, max_order)}
-        self.top = {n: order_from(self.raw[n]) for n in range(1, max_order + 1)}
+        self.cont = {n: order_from(continuation_counts(raw[n + 1])) for n in range(1, max_order)}
+        self.top = {n: order_from(raw[n]) for n in range(1, max_order + 1)}
 
     def prob(self, context: str, char: str, order: int) -> float:
         """P(char | the last order-1 characters of context) under the model whose highest order is `order`."""
@@ -136,7 +125,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--val", type=Path, nargs="+", required=True, help="text files or directories of .txt")
     parser.add_argument("--max_order", type=int, default=8)
     args = parser.parse_args(argv)
-    train, val = read_text(args.train), read_text(args.val)
+    try:
+        train, val = read_text(args.train), read_text(args.val)
+    except DataError as err:  # a missing, empty or undecodable file, named with its line
+        sys.exit(f"error: {err}")
     if not val:
         sys.exit("error: the validation text is empty")
     try:

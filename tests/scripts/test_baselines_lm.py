@@ -76,5 +76,5 @@ def test_cli_prints_a_table_and_names_bad_input(tmp_path: Path, capsys: pytest.C
     with pytest.raises(SystemExit, match="missing.txt: no such file"):
         lm.main(["--train", str(tmp_path / "missing.txt"), "--val", str(tmp_path / "val.txt")])
     (tmp_path / "empty.txt").write_text("", encoding="utf-8")
-    with pytest.raises(SystemExit, match="validation text is empty"):
+    with pytest.raises(SystemExit, match="empty.txt: file is empty"):
         lm.main(["--train", str(tmp_path / "train"), "--val", str(tmp_path / "empty.txt")])
