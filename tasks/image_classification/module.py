@@ -130,6 +130,12 @@ class ImageClassification(LabelledTask, TaskModule):
         patch = self.net.cfg.patch_size
         return pixels.shape[0] * (1 + (pixels.shape[-2] // patch) * (pixels.shape[-1] // patch))
 
+    def row_tokens(self) -> int | None:
+        """Every image is read at the spec's size: [CLS] + its patches."""
+        if self.spec is None or self.spec.image is None or self.net is None:
+            return None
+        return 1 + (self.spec.image.size // self.net.cfg.patch_size) ** 2
+
     # --- prediction ----------------------------------------------------------------------------------
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> list[dict[str, Any]]:
         """Each image's path, predicted label and the top-k labels' probabilities."""

@@ -33,3 +33,7 @@ class LanguageModeling(CausalLMTask):
     def batch_tokens(self, batch: dict[str, Tensor]) -> int:
         """Tokens fed to the model."""
         return batch["input_ids"][:, :-1].numel()
+
+    def row_tokens(self) -> int | None:
+        """Every block feeds the model block_size tokens (the spec's max_length)."""
+        return self.spec.max_length if self.spec is not None and self.spec.max_length else None

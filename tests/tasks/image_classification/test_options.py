@@ -7,8 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from tests.cli_runner import last_metrics
+from tests.tasks.image_classification.conftest import LR
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
 from tetraformer.training.checkpointing.loading import load_task_module
 
@@ -56,3 +58,13 @@ def test_mean_and_std_need_one_value_per_channel(
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "error: --data.mean [0.5, 0.5, 0.5]: needs 1 value(s), one per channel"
     )
+
+
+def test_max_tokens_in_patches_sizes_the_decay(run_cli: Callable[..., Path], folders: dict[str, Path]) -> None:
+    """Every 16x16 image is [CLS] + 16 patches of 4: `--run.max_tokens 1000` at 16 images (272 tokens) a step is
+    4 steps, and the cosine rate ends on the fourth at min_lr_ratio x lr."""
+    schedule = ["--model.optim.schedule", "cosine", "--model.optim.warmup_steps", "1", "--run.max_tokens", "1000"]
+    run = run_cli("fit", *schedule, train_path=str(folders["train"]), val_path=str(folders["val"]))
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert ckpt["global_step"] == 4 and ckpt["callbacks"]["Throughput"]["tokens_seen"] == 4 * 16 * 17
+    assert ckpt["optimizer_states"][0]["param_groups"][0]["lr"] == pytest.approx(LR * 0.1)

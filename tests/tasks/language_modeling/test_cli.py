@@ -265,6 +265,16 @@ def test_max_tokens_stops_after_the_batch_that_reaches_it(run_cli: Callable[...,
     assert seen == 3 * 8 * 16
 
 
+def test_max_tokens_sizes_the_decay(run_cli: Callable[..., Path], text_file: Path) -> None:
+    """Blocks hold one length, so `--run.max_tokens 300` is 3 steps of 128 tokens (under max_steps 20): the cosine
+    decay ends on the step the budget stops on, at min_lr_ratio x lr, as it would with --trainer.max_steps 3."""
+    cosine = ["--model.optim.schedule", "cosine", "--model.optim.warmup_steps", "1"]
+    run = run_cli("fit", "--run.max_tokens", "300", *cosine, train_path=str(text_file), documents="line")
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert ckpt["global_step"] == 3
+    assert ckpt["optimizer_states"][0]["param_groups"][0]["lr"] == pytest.approx(3e-3 * 0.1)
+
+
 def test_a_step_budget_between_validations_ends_with_one(run_cli: Callable[..., Path], text_file: Path) -> None:
     """max_steps 7 with validation every 5 steps validates at 5 and at 7, and best.ckpt may be the final step's."""
     run = run_cli("fit", "--trainer.max_steps", "7", train_path=str(text_file), documents="line")

@@ -78,8 +78,19 @@ def test_a_stream_without_max_steps_is_one_line(
     assert exit_info.value.code == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("error: --data.streaming true reads the training files as a stream") and line.endswith(
-        "set --trainer.max_steps"
+        "set --trainer.max_steps or --run.max_tokens"
     )
+
+
+def test_a_token_budget_bounds_a_stream_and_sizes_its_decay(run_cli: Callable[..., Path], text_file: Path) -> None:
+    """A stream with --run.max_tokens and no max_steps trains 3 steps of 8 blocks of 16 tokens (300 tokens) and
+    its cosine rate ends there, at min_lr_ratio x lr."""
+    cosine = ["--model.optim.schedule", "cosine", "--model.optim.warmup_steps", "1"]
+    budget = ["--trainer.max_steps", "-1", "--run.max_tokens", "300", *cosine]
+    run = run_cli("fit", *budget, train_path=str(text_file), documents="line", **STREAM)
+    ckpt = checkpoint(run)
+    assert ckpt["global_step"] == 3 and ckpt["callbacks"]["Throughput"]["tokens_seen"] == 3 * 8 * 16
+    assert ckpt["optimizer_states"][0]["param_groups"][0]["lr"] == pytest.approx(3e-3 * 0.1)
 
 
 @pytest.mark.distributed

@@ -4,24 +4,22 @@ from __future__ import annotations
 
 import logging
 import math
-from types import SimpleNamespace
 
 import pytest
-from lightning.pytorch.callbacks import Timer
 
 from tetraformer.core import CausalLM, TransformerConfig
 from tetraformer.errors import OptionError
 from tetraformer.training.base.optim import (
     FEW_STEPS,
+    MANY_PASSES,
     OptimizerConfig,
+    RunFit,
     build_optimizer,
     check_schedule,
     lr_factor,
     param_groups,
     warmup_steps,
 )
-from tetraformer.training.base.run_length import early_stops, schedule_length
-from tetraformer.training.callbacks.defaults import TokenBudget
 
 STOPS = ("--trainer.max_time", "--run.max_tokens")
 
@@ -78,7 +76,7 @@ def test_build_optimizer_steps_the_schedule() -> None:
 
 def warnings_of(cfg: OptimizerConfig, total: int | None, sized_by: str = "") -> list[str]:
     """check_schedule's WARNING lines."""
-    return [line for level, line in check_schedule(cfg, total, sized_by) if level == logging.WARNING]
+    return [line for level, line in check_schedule(cfg, total, RunFit(sized_by)) if level == logging.WARNING]
 
 
 @pytest.mark.parametrize(
@@ -143,7 +141,9 @@ def test_a_constant_schedule_of_unknown_length_is_quiet_but_a_fraction_is_not() 
 @pytest.mark.parametrize(("total", "few"), [(1, True), (390, True), (FEW_STEPS - 1, True), (FEW_STEPS, False)])
 def test_a_short_run_gets_one_info_line_naming_its_steps(total: int, few: bool) -> None:
     """Under FEW_STEPS optimizer steps, one INFO line gives the count, what set it and that max_steps sizes it."""
-    notes = check_schedule(OptimizerConfig(warmup_steps=1), total, "--trainer.max_epochs 10 x 39 optimizer steps")
+    notes = check_schedule(
+        OptimizerConfig(warmup_steps=1), total, RunFit("--trainer.max_epochs 10 x 39 optimizer steps")
+    )
     infos = [line for level, line in notes if level == logging.INFO]
     assert len(infos) == int(few)
     if few:
@@ -159,50 +159,21 @@ def test_build_optimizer_logs_each_problem_once(caplog: pytest.LogCaptureFixture
     assert len({r.getMessage() for r in records}) == 2
 
 
-@pytest.mark.parametrize(
-    ("max_steps", "max_epochs", "estimate", "expected"),
-    [
-        (100, -1, 100, (100, "--trainer.max_steps 100")),
-        (-1, 10, 390, (390, "--trainer.max_epochs 10 x 39 optimizer steps an epoch")),
-        (1000, 10, 390, (390, "--trainer.max_epochs 10 x 39 optimizer steps an epoch")),
-        (50, 10, 50, (50, "--trainer.max_steps 50")),
-    ],
-)
-def test_schedule_length_names_what_bounds_the_run(
-    max_steps: int, max_epochs: int, estimate: int, expected: tuple
-) -> None:
-    """Lightning's estimate (the nearer of max_steps and max_epochs x 39 steps an epoch), with what bounds it."""
-    trainer = SimpleNamespace(
-        estimated_stepping_batches=estimate,
-        max_steps=max_steps,
-        max_epochs=max_epochs,
-        num_training_batches=78,
-        accumulate_grad_batches=2,
-    )
-    assert schedule_length(trainer) == expected
-
-
-@pytest.mark.parametrize(("max_steps", "max_epochs", "estimate"), [(-1, -1, math.inf), (-1, 5, -1)])
-def test_schedule_length_is_unknown_without_a_bound(max_steps: int, max_epochs: int, estimate: float) -> None:
-    """A run bounded by time or tokens alone, or a streamed dataset without max_steps, has no known length."""
-    trainer = SimpleNamespace(estimated_stepping_batches=estimate, max_steps=max_steps, max_epochs=max_epochs)
-    total, why = schedule_length(trainer)
-    assert total is None and "--trainer.max_steps" in why
-
-
 @pytest.mark.parametrize(("schedule", "lines"), [("cosine", 1), ("linear", 1), ("constant", 0)])
 def test_a_time_or_token_limit_that_may_end_the_run_first_is_one_info_line(schedule: str, lines: int) -> None:
     """A decaying schedule that max_time or max_tokens may cut short says so once, naming both limits."""
-    notes = check_schedule(OptimizerConfig(schedule=schedule), 5000, "--trainer.max_steps 5000", STOPS)
+    notes = check_schedule(OptimizerConfig(schedule=schedule), 5000, RunFit("--trainer.max_steps 5000", STOPS))
     infos = [line for level, line in notes if level == logging.INFO]
     assert len(infos) == lines and all(level == logging.INFO for level, _ in notes)
     if lines:
         assert infos[0].startswith("--trainer.max_time or --run.max_tokens may end this run before its 5000")
 
 
-def test_early_stops_names_the_limits_the_trainer_has() -> None:
-    """A Timer callback is --trainer.max_time, a TokenBudget --run.max_tokens; other callbacks are neither."""
-    timer, budget = Timer(duration="00:00:01:00"), TokenBudget(1000, counter=None)
-    assert early_stops(SimpleNamespace(callbacks=[timer, budget])) == STOPS
-    assert early_stops(SimpleNamespace(callbacks=[budget])) == ("--run.max_tokens",)
-    assert early_stops(SimpleNamespace(callbacks=[])) == ()
+@pytest.mark.parametrize(("passes", "many"), [(None, False), (12.5, False), (MANY_PASSES, False), (2500.0, True)])
+def test_a_run_that_reads_its_data_many_times_gets_one_info_line(passes: float | None, many: bool) -> None:
+    """Over MANY_PASSES reads of the training data (a budget meant for more text), one INFO line says how many."""
+    run = RunFit("--run.max_tokens 31,457,280 at 4,096 tokens an optimizer step", passes=passes)
+    infos = [line for level, line in check_schedule(OptimizerConfig(), 7680, run) if level == logging.INFO]
+    assert len(infos) == int(many)
+    if many:
+        assert "read its training data 2,500 times" in infos[0] and "--run.early_stopping_patience" in infos[0]

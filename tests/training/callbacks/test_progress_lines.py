@@ -116,7 +116,8 @@ def test_the_eta_is_the_nearest_bound(max_tokens: int | None, timer: Timer | Non
     """10 s for 10 of 100 steps and 100 tokens: 90 s by steps, 40 s to 500 tokens, or what max_time leaves."""
     counter = Throughput()
     lines = ProgressLines(10, None, counter=counter, max_tokens=max_tokens)
-    trainer = SimpleNamespace(global_step=0, estimated_stepping_batches=100, callbacks=[timer] if timer else [])
+    bounds = {"estimated_stepping_batches": 100, "max_steps": 100, "max_epochs": -1}
+    trainer = SimpleNamespace(global_step=0, callbacks=[timer] if timer else [], **bounds)
     lines.on_train_start(trainer, None)  # type: ignore[arg-type]
     start = Mark.now(trainer, counter)  # type: ignore[arg-type]
     later = replace(start, time=start.time + 10, step=10, tokens=100)

@@ -15,6 +15,7 @@ from tests.data.letter_corpus import char_tokenizer, first_blocks, letter_docs, 
 from tetraformer.data import DataError
 from tetraformer.data.token_stream_dataset import ShareState
 from tetraformer.errors import ConfigError
+from tetraformer.training.callbacks.defaults import TokenBudget
 from tetraformer.training.checkpointing.stream_loader import (
     STREAM_INDEX,
     StreamLoader,
@@ -89,14 +90,16 @@ def test_a_checkpoint_of_other_workers_starts_the_next_pass(chars: PreTrainedTok
 
 def trainer(**settings: Any) -> SimpleNamespace:
     """The Trainer settings check_stream_trainer reads (Lightning's defaults unless given)."""
-    return SimpleNamespace(**{"max_steps": -1, "val_check_interval": 1.0, "limit_val_batches": 1.0, **settings})
+    defaults = {"max_steps": -1, "val_check_interval": 1.0, "limit_val_batches": 1.0, "callbacks": []}
+    return SimpleNamespace(**(defaults | settings))
 
 
 def test_a_stream_needs_max_steps_and_a_step_interval(caplog: pytest.LogCaptureFixture) -> None:
-    """No --trainer.max_steps, or a validation interval that is a share of an epoch: one line saying what to set;
-    validation only at epoch ends (never, for a stream): a warning."""
-    with pytest.raises(ConfigError, match=r"stream of unknown length, whose epoch never ends: set --trainer.max_steps"):
+    """No --trainer.max_steps nor --run.max_tokens, or a validation interval that is a share of an epoch: one line
+    saying what to set; validation only at epoch ends (never, for a stream): a warning."""
+    with pytest.raises(ConfigError, match=r"whose epoch never ends: set --trainer.max_steps or --run.max_tokens"):
         check_stream_trainer(trainer())
+    check_stream_trainer(trainer(callbacks=[TokenBudget(1000, counter=None)], val_check_interval=50))
     with pytest.raises(ConfigError, match=r"--trainer.val_check_interval 0.25 is a share .*\(an int\)"):
         check_stream_trainer(trainer(max_steps=10, val_check_interval=0.25))
     check_stream_trainer(trainer(max_steps=10, val_check_interval=50))

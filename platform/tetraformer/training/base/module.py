@@ -27,8 +27,8 @@ from tetraformer.files import resolve_source
 from tetraformer.payload import DATA_SPEC_KEY, PAYLOAD_KEY, make_payload, plain
 from tetraformer.training.base.compile import compile_blocks
 from tetraformer.training.base.lora_runs import LoRARun
-from tetraformer.training.base.optim import OptimizerConfig, build_optimizer
-from tetraformer.training.base.run_length import early_stops, schedule_length
+from tetraformer.training.base.optim import OptimizerConfig, RunFit, build_optimizer
+from tetraformer.training.base.run_length import early_stops, late_validation, passes_over_data, schedule_length
 from tetraformer.training.base.word_vectors import WordVectorsConfig, start_from_word_vectors
 from tetraformer.training.callbacks.throughput import batch_rows
 from tetraformer.training.checkpointing.loading import load_weights, starting_point
@@ -129,6 +129,11 @@ class TaskModule(L.LightningModule):
     def batch_tokens(self, batch: dict[str, Tensor]) -> int:
         """Number of input tokens (or patches) in a batch, for throughput."""
         return 0
+
+    def row_tokens(self) -> int | None:
+        """Tokens each training row counts for in `batch_tokens` where every row counts the same (packed blocks,
+        images of one size), so a --run.max_tokens budget sizes the schedule; None where rows vary (padded text)."""
+        return None
 
     def flop_costs(self, net: nn.Module) -> dict[str, TokenCost]:
         """Per-token training costs of the network's parts (counted once, on a meta-device twin): all of it."""
@@ -269,12 +274,16 @@ class TaskModule(L.LightningModule):
     # --- optimisation and logging ------------------------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW (no decay on norms, biases, embeddings) with a per-step schedule."""
-        total, sized_by = schedule_length(self.trainer) if self._trainer is not None else (1, "")
-        stops = early_stops(self.trainer) if self._trainer is not None else ()
+        total, sized_by, fit = 1, "", RunFit()
+        if self._trainer is not None:
+            total, sized_by = schedule_length(self.trainer)
+            fit = RunFit(sized_by, early_stops(self.trainer), passes_over_data(self.trainer, total))
+            if (line := late_validation(self.trainer, total)) is not None:
+                log.warning(line)
         settings = self.optim
         if settings.fused is None and self._scaled_clipping():
             settings = dataclasses.replace(settings, fused=False)  # a fused step unscales inside: nothing to clip
-        optimizer, scheduler = build_optimizer(self.net, settings, total, self.net.cfg.d_model, sized_by, stops)
+        optimizer, scheduler = build_optimizer(self.net, settings, total, self.net.cfg.d_model, fit)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def _scaled_clipping(self) -> bool:

@@ -58,6 +58,18 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 
 FEW_STEPS = 500  # a from-scratch Transformer run shorter than this is rarely what was meant (see check_schedule)
+MANY_PASSES = 100  # nor is one that reads its training data more times than this
+
+
+@dataclass(frozen=True)
+class RunFit:
+    """What the trainer says about a run's length, for check_schedule: the settings that sized it (`sized_by`),
+    the limits that may stop it first (`ends_early`: --trainer.max_time, --run.max_tokens) and how many times it
+    reads its training data (`passes`; None: the data has no length)."""
+
+    sized_by: str = ""
+    ends_early: tuple[str, ...] = ()
+    passes: float | None = None
 
 
 def warmup_steps(cfg: OptimizerConfig, total_steps: int | None) -> int:
@@ -83,29 +95,31 @@ def lr_factor(step: int, cfg: OptimizerConfig, total_steps: int | None, d_model:
     return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * shape
 
 
-def check_schedule(
-    cfg: OptimizerConfig, total_steps: int | None, sized_by: str = "", ends_early: tuple[str, ...] = ()
-) -> list[tuple[int, str]]:
-    """One (logging level, line) per way the schedule does not fit the run; `sized_by` says what set its length,
-    `ends_early` the options that may stop the run before it (--trainer.max_time, --run.max_tokens).
+def check_schedule(cfg: OptimizerConfig, total_steps: int | None, run: RunFit = RunFit()) -> list[tuple[int, str]]:
+    """One (logging level, line) per way the schedule does not fit the run (`run` says what set its length, what
+    may stop it first and how often it reads its data).
 
     - the run's length is unknown (it ends by time or tokens): the decay cannot be sized, nor a warm-up fraction;
     - the warm-up takes half of the optimizer steps or more: the rate peaks late, or never, and has no room to decay;
     - the run has under FEW_STEPS optimizer steps: a from-scratch Transformer learns little in them, and a schedule
       set by epochs on a small dataset (10 epochs of 5,000 images at batch 128: 390 steps) ends before it was
       meant to. Logged at INFO, as a short fine-tune is often meant;
+    - the run reads its training data more than MANY_PASSES times (a token or step budget meant for more text):
+      INFO, as a small corpus read many times can be meant;
     - a time or token limit may end the run first: the rate stops part-way down its decay (INFO: often a safety).
     """
     if total_steps is None:
-        return _unsized(cfg, sized_by)
+        return _unsized(cfg, run.sized_by)
     notes = []
     warmup = warmup_steps(cfg, total_steps)
     if cfg.schedule != "noam" and warmup and 2 * warmup >= total_steps:
         notes.append((logging.WARNING, _late_peak(cfg, warmup, total_steps)))
     if total_steps < FEW_STEPS:
-        notes.append((logging.INFO, _few_steps(cfg, total_steps, sized_by)))
-    if ends_early and cfg.schedule in ("cosine", "linear"):
-        notes.append((logging.INFO, _ends_early(cfg, total_steps, sized_by, ends_early)))
+        notes.append((logging.INFO, _few_steps(cfg, total_steps, run.sized_by)))
+    if run.passes is not None and run.passes > MANY_PASSES:
+        notes.append((logging.INFO, _many_passes(total_steps, run)))
+    if run.ends_early and cfg.schedule in ("cosine", "linear"):
+        notes.append((logging.INFO, _ends_early(cfg, total_steps, run.sized_by, run.ends_early)))
     return notes
 
 
@@ -156,6 +170,17 @@ def _few_steps(cfg: OptimizerConfig, total_steps: int, sized_by: str) -> str:
     )
 
 
+def _many_passes(total_steps: int, run: RunFit) -> str:
+    """The line for a run that reads its training data more than MANY_PASSES times."""
+    why = f" ({run.sized_by})" if run.sized_by else ""
+    return (
+        f"this run's {total_steps} optimizer steps{why} read its training data {run.passes:,.0f} times: a model "
+        "trained from scratch fits the training text better than new text long before that; validation keeps the "
+        "best weights in best.ckpt, --run.early_stopping_patience N stops when they stop improving, and fewer steps "
+        "or tokens (or more data) fit the budget to the data"
+    )
+
+
 def _ends_early(cfg: OptimizerConfig, total_steps: int, sized_by: str, ends_early: tuple[str, ...]) -> str:
     """The line for a run that a time or token limit may stop before its schedule ends."""
     why = f" ({sized_by})" if sized_by else ""
@@ -171,12 +196,11 @@ def build_optimizer(
     cfg: OptimizerConfig,
     total_steps: int | None,
     d_model: int,
-    sized_by: str = "",
-    ends_early: tuple[str, ...] = (),
+    run: RunFit = RunFit(),
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW over the no-decay groups and a per-step LambdaLR schedule over `total_steps` (None: unknown), with one
     log line per way the schedule does not fit the run (check_schedule says which)."""
-    for level, line in check_schedule(cfg, total_steps, sized_by, ends_early):
+    for level, line in check_schedule(cfg, total_steps, run):
         log.log(level, line)
     fused = cfg.fused if cfg.fused is not None else next(model.parameters()).device.type in ("cpu", "cuda")
     optimizer = torch.optim.AdamW(

@@ -15,6 +15,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, Timer
 
 from tetraformer.errors import ConfigError
+from tetraformer.training.base.run_length import schedule_length
 from tetraformer.training.callbacks.step_boundary import StepBoundary
 from tetraformer.training.callbacks.throughput import Throughput
 
@@ -30,7 +31,8 @@ class ProgressLines(Callback):
     device and read only when a line is written (no host sync on the other steps). Rates come from the run's one
     counter (Throughput, which must come before this callback), over the training time since the last line
     (validations left out). The ETA is the nearest of the run's bounds:
-    max_steps or max_epochs (Lightning's estimated_stepping_batches), --trainer.max_time and --run.max_tokens, at
+    the schedule's length (max_steps, max_epochs or a token budget: run_length.schedule_length), --trainer.max_time
+    and --run.max_tokens, at
     this process' mean pace so far.
     """
 
@@ -57,8 +59,8 @@ class ProgressLines(Callback):
         """Start the clock and the counts the lines' rates and ETA are taken from."""
         self._start = self._last = Mark.now(trainer, self.counter)
         self._boundary.step = trainer.global_step
-        total = trainer.estimated_stepping_batches  # the nearer of max_steps and max_epochs; inf (or -1) if neither
-        self._total_steps = total if total > 0 else math.inf
+        total, _ = schedule_length(trainer)  # the nearer of max_steps, max_epochs and a token budget over fixed rows
+        self._total_steps = total if total is not None else math.inf
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         """Add the batch's loss (on the device); log a line when this batch ended an optimizer step that is due."""

@@ -106,14 +106,16 @@ def stream_loader(dataset: TokenStream, num_workers: int, trainer: Any) -> Strea
 
 
 def check_stream_trainer(trainer: Any) -> None:
-    """A stream has no length: a ConfigError unless --trainer.max_steps bounds the fit and validation comes every
-    N batches (a warning when it would never come)."""
+    """A stream has no length: a ConfigError unless --trainer.max_steps or --run.max_tokens bounds the fit, and
+    validation comes every N batches (a warning when it would never come)."""
+    from tetraformer.training.callbacks.defaults import TokenBudget  # imported here: it imports the task modules
+
     if trainer is None:
         return
-    if trainer.max_steps < 0:
+    if trainer.max_steps < 0 and not any(isinstance(callback, TokenBudget) for callback in trainer.callbacks):
         raise ConfigError(
             "--data.streaming true reads the training files as a stream of unknown length, whose epoch never "
-            "ends: set --trainer.max_steps"
+            "ends: set --trainer.max_steps or --run.max_tokens"
         )
     interval = trainer.val_check_interval
     if isinstance(interval, float) and interval != 1.0:
