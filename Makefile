@@ -35,7 +35,7 @@ clean:
 
 RUN := runs/shakespeare_char
 
-# Train a small character-level GPT on Shakespeare (~5 minutes on 2 CPU cores), then sample from it.
+# Train a small character-level GPT on Shakespeare (~6 minutes on 2 CPU cores), then sample from it.
 quickstart: venv
 	$(PY) scripts/prepare_data.py gutenberg
 	rm -rf $(RUN)
