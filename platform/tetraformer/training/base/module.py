@@ -274,7 +274,7 @@ class TaskModule(L.LightningModule):
     # --- optimisation and logging ------------------------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW (no decay on norms, biases, embeddings) with a per-step schedule."""
-        total, sized_by, fit = 1, "", RunFit()
+        total, fit = 1, RunFit()
         if self._trainer is not None:
             total, sized_by = schedule_length(self.trainer)
             fit = RunFit(sized_by, early_stops(self.trainer), passes_over_data(self.trainer, total))

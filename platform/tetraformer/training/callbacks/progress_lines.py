@@ -30,10 +30,9 @@ class ProgressLines(Callback):
     and LitGPT log such lines instead. The loss is the mean over the batches since the last line, summed on the
     device and read only when a line is written (no host sync on the other steps). Rates come from the run's one
     counter (Throughput, which must come before this callback), over the training time since the last line
-    (validations left out). The ETA is the nearest of the run's bounds:
-    the schedule's length (max_steps, max_epochs or a token budget: run_length.schedule_length), --trainer.max_time
-    and --run.max_tokens, at
-    this process' mean pace so far.
+    (validations left out). The ETA is the nearest of the run's bounds: the schedule's length (max_steps, max_epochs
+    or a token budget: run_length.schedule_length), --trainer.max_time and --run.max_tokens, at this process' mean
+    pace so far.
     """
 
     def __init__(
