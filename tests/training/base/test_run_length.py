@@ -16,7 +16,7 @@ from tetraformer.training.base.run_length import (
     schedule_length,
     token_steps,
 )
-from tetraformer.training.callbacks.defaults import TokenBudget
+from tetraformer.training.callbacks.token_budget import TokenBudget
 
 STOPS = ("--trainer.max_time", "--run.max_tokens")
 

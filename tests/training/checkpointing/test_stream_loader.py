@@ -15,7 +15,7 @@ from tests.data.letter_corpus import char_tokenizer, first_blocks, letter_docs, 
 from tetraformer.data import DataError
 from tetraformer.data.token_stream_dataset import ShareState
 from tetraformer.errors import ConfigError
-from tetraformer.training.callbacks.defaults import TokenBudget
+from tetraformer.training.callbacks.token_budget import TokenBudget
 from tetraformer.training.checkpointing.stream_loader import (
     STREAM_INDEX,
     StreamLoader,

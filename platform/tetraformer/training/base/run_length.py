@@ -27,7 +27,7 @@ class TokenSteps:
 def token_steps(trainer: Any) -> TokenSteps | None:
     """The steps a --run.max_tokens budget lasts: None without one, or when the task's rows hold varying tokens
     (padded text: `TaskModule.row_tokens` is None) or the batch size is unknown."""
-    from tetraformer.training.callbacks.defaults import TokenBudget  # imported here: it imports the task modules
+    from tetraformer.training.callbacks.token_budget import TokenBudget
 
     budgets = [callback.max_tokens for callback in trainer.callbacks if isinstance(callback, TokenBudget)]
     module, data = getattr(trainer, "lightning_module", None), getattr(trainer, "datamodule", None)
@@ -75,7 +75,7 @@ def early_stops(trainer: Any) -> tuple[str, ...]:
     --run.max_tokens (not when it sized the schedule: then it ends the run on the schedule's last step)."""
     from lightning.pytorch.callbacks import Timer
 
-    from tetraformer.training.callbacks.defaults import TokenBudget  # imported here: it imports the task modules
+    from tetraformer.training.callbacks.token_budget import TokenBudget
 
     kinds = {type(callback) for callback in trainer.callbacks}
     named = [("--trainer.max_time", Timer)]

@@ -25,6 +25,7 @@ from tetraformer.training.base.text_generation import GenerativeTask
 from tetraformer.training.callbacks.numerics import NonFiniteGuard
 from tetraformer.training.callbacks.progress_lines import ProgressLines
 from tetraformer.training.callbacks.throughput import Throughput
+from tetraformer.training.callbacks.token_budget import TokenBudget
 from tetraformer.training.callbacks.unstarted import DiscardUnstartedLogs
 from tetraformer.training.checkpointing.periodic import PeriodicCheckpoint, last_ckpt
 from tetraformer.training.checkpointing.preemption import Preemption
@@ -131,23 +132,6 @@ class FinalValidation(Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         """Stop (and so validate) on the last step of the step budget."""
         if 0 < trainer.max_steps <= trainer.global_step:
-            trainer.should_stop = True
-
-
-class TokenBudget(Callback):
-    """Stops training once the run has trained on `max_tokens` tokens (or images): `--run.max_tokens N`.
-
-    It reads the run's one token count, `Throughput.tokens_seen` (all ranks, kept in checkpoints, so a resumed
-    run stops at the same total): the Throughput callback must come before it.
-    """
-
-    def __init__(self, max_tokens: int, counter: Throughput) -> None:
-        self.max_tokens = max_tokens
-        self.counter = counter
-
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """Stop after the batch that reaches the budget (Throughput has counted it)."""
-        if self.counter.tokens_seen >= self.max_tokens:
             trainer.should_stop = True
 
 

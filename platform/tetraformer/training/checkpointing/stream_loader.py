@@ -108,7 +108,7 @@ def stream_loader(dataset: TokenStream, num_workers: int, trainer: Any) -> Strea
 def check_stream_trainer(trainer: Any) -> None:
     """A stream has no length: a ConfigError unless --trainer.max_steps or --run.max_tokens bounds the fit, and
     validation comes every N batches (a warning when it would never come)."""
-    from tetraformer.training.callbacks.defaults import TokenBudget  # imported here: it imports the task modules
+    from tetraformer.training.callbacks.token_budget import TokenBudget
 
     if trainer is None:
         return

@@ -1,0 +1,27 @@
+"""TokenBudget: ends a run once it has trained on --run.max_tokens tokens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback
+
+from tetraformer.training.callbacks.throughput import Throughput
+
+
+class TokenBudget(Callback):
+    """Stops training once the run has trained on `max_tokens` tokens (or images): `--run.max_tokens N`.
+
+    It reads the run's one token count, `Throughput.tokens_seen` (all ranks, kept in checkpoints, so a resumed
+    run stops at the same total): the Throughput callback must come before it.
+    """
+
+    def __init__(self, max_tokens: int, counter: Throughput) -> None:
+        self.max_tokens = max_tokens
+        self.counter = counter
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """Stop after the batch that reaches the budget (Throughput has counted it)."""
+        if self.counter.tokens_seen >= self.max_tokens:
+            trainer.should_stop = True
