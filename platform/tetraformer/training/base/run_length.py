@@ -6,6 +6,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from lightning.pytorch.callbacks import Timer
+
+from tetraformer.training.callbacks.token_budget import TokenBudget, token_budget
+
 
 @dataclass(frozen=True)
 class TokenSteps:
@@ -27,16 +31,13 @@ class TokenSteps:
 def token_steps(trainer: Any) -> TokenSteps | None:
     """The steps a --run.max_tokens budget lasts: None without one, or when the task's rows hold varying tokens
     (padded text: `TaskModule.row_tokens` is None) or the batch size is unknown."""
-    from tetraformer.training.callbacks.token_budget import TokenBudget
-
-    budgets = [callback.max_tokens for callback in trainer.callbacks if isinstance(callback, TokenBudget)]
+    budget = token_budget(trainer)
     module, data = getattr(trainer, "lightning_module", None), getattr(trainer, "datamodule", None)
-    row = module.row_tokens() if budgets and hasattr(module, "row_tokens") else None
+    row = module.row_tokens() if budget is not None and hasattr(module, "row_tokens") else None
     batch = getattr(data, "batch_size", None)
-    if row is None or not isinstance(batch, int):
+    if budget is None or row is None or not isinstance(batch, int):
         return None
-    per_step = row * batch * trainer.accumulate_grad_batches * trainer.world_size
-    return TokenSteps(min(budgets), per_step)
+    return TokenSteps(budget, row * batch * trainer.accumulate_grad_batches * trainer.world_size)
 
 
 def schedule_length(trainer: Any) -> tuple[int | None, str]:
@@ -58,8 +59,12 @@ def schedule_length(trainer: Any) -> tuple[int | None, str]:
     total = int(total)
     if trainer.max_steps != -1 and total == trainer.max_steps:
         return total, f"--trainer.max_steps {total}"
-    per_epoch = math.ceil(trainer.num_training_batches / trainer.accumulate_grad_batches)
-    return total, f"--trainer.max_epochs {trainer.max_epochs} x {per_epoch} optimizer steps an epoch"
+    return total, f"--trainer.max_epochs {trainer.max_epochs} x {steps_per_epoch(trainer)} optimizer steps an epoch"
+
+
+def steps_per_epoch(trainer: Any) -> int:
+    """Optimizer steps an epoch: its batches on one device over the accumulation, rounded up."""
+    return math.ceil(trainer.num_training_batches / trainer.accumulate_grad_batches)
 
 
 def passes_over_data(trainer: Any, total_steps: int | None) -> float | None:
@@ -67,16 +72,12 @@ def passes_over_data(trainer: Any, total_steps: int | None) -> float | None:
     batches = trainer.num_training_batches
     if total_steps is None or not math.isfinite(batches) or batches <= 0:
         return None
-    return total_steps / math.ceil(batches / trainer.accumulate_grad_batches)
+    return total_steps / steps_per_epoch(trainer)
 
 
 def early_stops(trainer: Any) -> tuple[str, ...]:
     """The limits besides steps and epochs that may end the run before its schedule does: --trainer.max_time,
     --run.max_tokens (not when it sized the schedule: then it ends the run on the schedule's last step)."""
-    from lightning.pytorch.callbacks import Timer
-
-    from tetraformer.training.callbacks.token_budget import TokenBudget
-
     kinds = {type(callback) for callback in trainer.callbacks}
     named = [("--trainer.max_time", Timer)]
     if token_steps(trainer) is None:

@@ -25,3 +25,9 @@ class TokenBudget(Callback):
         """Stop after the batch that reaches the budget (Throughput has counted it)."""
         if self.counter.tokens_seen >= self.max_tokens:
             trainer.should_stop = True
+
+
+def token_budget(trainer: Any) -> int | None:
+    """The run's --run.max_tokens (its TokenBudget callback's), None when it has none."""
+    budgets = [callback.max_tokens for callback in trainer.callbacks if isinstance(callback, TokenBudget)]
+    return min(budgets) if budgets else None

@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader
 
 from tetraformer.data.token_stream_dataset import ShareState, TokenStream
 from tetraformer.errors import ConfigError, TetraformerError
+from tetraformer.training.callbacks.token_budget import token_budget
 
 log = logging.getLogger(__name__)
 STREAM_INDEX = "stream_index"  # batch entry: the batch's number in the rank's stream, taken off before the model
@@ -108,11 +109,9 @@ def stream_loader(dataset: TokenStream, num_workers: int, trainer: Any) -> Strea
 def check_stream_trainer(trainer: Any) -> None:
     """A stream has no length: a ConfigError unless --trainer.max_steps or --run.max_tokens bounds the fit, and
     validation comes every N batches (a warning when it would never come)."""
-    from tetraformer.training.callbacks.token_budget import TokenBudget
-
     if trainer is None:
         return
-    if trainer.max_steps < 0 and not any(isinstance(callback, TokenBudget) for callback in trainer.callbacks):
+    if trainer.max_steps < 0 and token_budget(trainer) is None:
         raise ConfigError(
             "--data.streaming true reads the training files as a stream of unknown length, whose epoch never "
             "ends: set --trainer.max_steps or --run.max_tokens"
