@@ -32,6 +32,7 @@ class MaskedLMData(TextDataModule):
     """
 
     store_name = "masked_lm"
+    token_columns = ("input_ids",)
 
     def __init__(
         self,

@@ -45,6 +45,7 @@ class Seq2SeqData(TextDataModule):
     """
 
     store_name = "seq2seq"
+    token_columns = ("input_ids", "labels")  # a batch's real tokens: the source's and the target's (batch_tokens)
 
     def __init__(
         self,
@@ -186,6 +187,10 @@ class Seq2SeqData(TextDataModule):
         pairs = self.training_pairs() if split == "train" else self.read(path, self.source_prefix, with_target)
         encode = PairRows(self.tokenizer, self.max_source_length, self.max_target_length, with_target)
         return {ROWS: tokenize_rows(pair_table(pairs), encode, scratch, self.num_proc, f"tokenizing {split} pairs")}
+
+    def epoch_tokens(self) -> int | None:
+        """The pairs' source and target tokens; None for span corruption, whose batches draw their lengths."""
+        return None if self.objective == "span_corruption" else super().epoch_tokens()
 
     @property
     def chunk(self) -> int:

@@ -34,6 +34,7 @@ class TextClassificationData(LabelledData, TextDataModule):
     """
 
     store_name = "text_classification"
+    token_columns = ("input_ids",)
 
     def __init__(
         self,

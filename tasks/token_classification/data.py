@@ -59,6 +59,7 @@ class TokenClassificationData(LabelledData, TextDataModule):
     """
 
     store_name = "token_classification"
+    token_columns = ("input_ids",)
 
     def __init__(
         self,

@@ -11,6 +11,7 @@ from lightning.pytorch.callbacks import Timer
 
 from tetraformer.training.base.run_length import (
     early_stops,
+    end_budget_with_schedule,
     late_validation,
     passes_over_data,
     schedule_length,
@@ -28,14 +29,22 @@ def trainer_of(estimate: float, max_steps: int = -1, max_epochs: int = -1, **ext
     return SimpleNamespace(**(fields | extra))
 
 
-def budgeted(estimate: float, tokens: int, row: int | None, batch: int = 16, **extra: Any) -> SimpleNamespace:
-    """A stand-in Trainer with a --run.max_tokens budget, rows of `row` tokens (None: varying) and `batch` rows."""
+def budgeted(
+    estimate: float, tokens: int, row: int | None, batch: int = 16, epoch: int | None = None, **extra: Any
+) -> SimpleNamespace:
+    """A stand-in Trainer with a --run.max_tokens budget, rows of `row` tokens (None: varying) and `batch` rows; with
+    `epoch`, a datamodule whose stored training rows hold that many tokens (padded text), else one that cannot say."""
     module = SimpleNamespace(row_tokens=lambda: row)
+    data = (
+        SimpleNamespace(batch_size=batch)
+        if epoch is None
+        else SimpleNamespace(batch_size=batch, epoch_tokens=lambda: epoch)
+    )
     return trainer_of(
         estimate,
         callbacks=[TokenBudget(tokens, counter=None)],
         lightning_module=module,
-        datamodule=SimpleNamespace(batch_size=batch),
+        datamodule=data,
         **extra,
     )
 
@@ -82,8 +91,43 @@ def test_the_nearer_of_a_token_budget_and_steps_or_epochs_sizes_it() -> None:
     )
 
 
+@pytest.mark.parametrize(("epoch", "budget", "steps"), [(120_000, 250_000, 82), (117_000, 234_000, 78), (3_900, 1, 1)])
+def test_a_token_budget_over_rows_of_varying_length_is_steps_at_an_epochs_mean(
+    epoch: int, budget: int, steps: int
+) -> None:
+    """Padded text: an epoch's stored tokens over its 39 optimizer steps (78 batches, accumulating 2) give the mean a
+    step trains on; the budget is the steps that mean reaches it in, rounded up (two whole epochs: exactly 78)."""
+    trainer = budgeted(math.inf, budget, row=None, epoch=epoch, max_epochs=100)
+    total, why = schedule_length(trainer)
+    assert total == steps == math.ceil(budget * 39 / epoch)
+    mean = f"at about {epoch / 39:,.0f} tokens an optimizer step (an epoch's {epoch:,} tokens over its 39 steps)"
+    assert why == f"--run.max_tokens {budget:,} {mean}"
+    assert early_stops(trainer) == ()
+
+
+def test_a_token_budget_over_a_stream_of_varying_rows_leaves_the_length_to_steps_or_epochs() -> None:
+    """Padded text whose epoch cannot be counted (no stored rows, or no length) cannot turn tokens into steps: the
+    budget only stops the run, and says so."""
+    unmeasured = budgeted(390, 250_000, row=None, epoch=0, max_epochs=10)
+    endless = budgeted(390, 250_000, row=None, epoch=120_000, max_epochs=10, num_training_batches=math.inf)
+    assert token_steps(unmeasured) is None and token_steps(endless) is None
+    assert early_stops(endless) == ("--run.max_tokens",)
+
+
+def test_the_budget_ends_the_run_on_the_schedule_it_sized() -> None:
+    """Where the budget sized the schedule its TokenBudget stops on the last step, not on its token count; where
+    max_steps was nearer it keeps counting tokens (the steps end the run first)."""
+    sized = budgeted(math.inf, 250_000, row=None, epoch=120_000, max_epochs=100)
+    end_budget_with_schedule(sized, schedule_length(sized)[0])
+    assert sized.callbacks[0].last_step == 82
+    capped = budgeted(40, 250_000, row=None, epoch=120_000, max_steps=40)
+    end_budget_with_schedule(capped, schedule_length(capped)[0])
+    assert capped.callbacks[0].last_step is None
+
+
 def test_a_token_budget_over_rows_of_varying_length_leaves_the_length_to_steps_or_epochs() -> None:
-    """Padded text (row_tokens None) cannot turn tokens into steps: the budget only stops the run, and says so."""
+    """Padded text whose datamodule cannot count its tokens (row_tokens None, no epoch_tokens): the budget only
+    stops the run, and says so."""
     trainer = budgeted(390, 250_000, row=None, max_epochs=10)
     assert token_steps(trainer) is None
     assert schedule_length(trainer)[0] == 390 and early_stops(trainer) == ("--run.max_tokens",)
@@ -134,3 +178,20 @@ def test_validation_that_would_come_after_the_last_step_is_one_line(
     assert (line is not None) == late
     if late:
         assert "validates only on its last step" in line and "--trainer.check_val_every_n_epoch null" in line
+
+
+def test_token_budget_stops_on_its_last_step_once_set() -> None:
+    """With `last_step` the budget ends the run on that optimizer step whatever its token count says; without it,
+    on the batch whose tokens reach the budget."""
+    counter = SimpleNamespace(tokens_seen=0)
+    budget = TokenBudget(1000, counter=counter)
+    trainer = SimpleNamespace(should_stop=False, global_step=5)
+    counter.tokens_seen = 1000
+    budget.on_train_batch_end(trainer, None, None, None, 0)
+    assert trainer.should_stop
+    budget.last_step, trainer.should_stop = 6, False
+    budget.on_train_batch_end(trainer, None, None, None, 0)
+    assert not trainer.should_stop
+    trainer.global_step, counter.tokens_seen = 6, 900
+    budget.on_train_batch_end(trainer, None, None, None, 0)
+    assert trainer.should_stop

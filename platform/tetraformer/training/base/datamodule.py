@@ -98,6 +98,12 @@ class TaskDataModule(L.LightningDataModule):
         """(option, value) of the longest sequence the data feeds the model, e.g. ("--data.max_length", 256)."""
         return None
 
+    def epoch_tokens(self) -> int | None:
+        """Tokens one pass over the training rows counts in the task's `batch_tokens` (real tokens, not padding),
+        where the stored rows tell it without drawing anything; None where they do not (a stream, rows a batch
+        draws anew). A --run.max_tokens budget over rows of varying length is sized by it (run_length.py)."""
+        return None
+
     def tokenizer_dir(self) -> Path:
         """Where this run's tokenizer lives: the configured one, or one trained into the run directory."""
         return Path(self.tokenizer_path) if self.tokenizer_path else self.run_dir() / "tokenizer"

@@ -28,7 +28,13 @@ from tetraformer.payload import DATA_SPEC_KEY, PAYLOAD_KEY, make_payload, plain
 from tetraformer.training.base.compile import compile_blocks
 from tetraformer.training.base.lora_runs import LoRARun
 from tetraformer.training.base.optim import OptimizerConfig, RunFit, build_optimizer
-from tetraformer.training.base.run_length import early_stops, late_validation, passes_over_data, schedule_length
+from tetraformer.training.base.run_length import (
+    early_stops,
+    end_budget_with_schedule,
+    late_validation,
+    passes_over_data,
+    schedule_length,
+)
 from tetraformer.training.base.word_vectors import WordVectorsConfig, start_from_word_vectors
 from tetraformer.training.callbacks.throughput import batch_rows
 from tetraformer.training.checkpointing.loading import load_weights, starting_point
@@ -132,7 +138,8 @@ class TaskModule(L.LightningModule):
 
     def row_tokens(self) -> int | None:
         """Tokens each training row counts for in `batch_tokens` where every row counts the same (packed blocks,
-        images of one size), so a --run.max_tokens budget sizes the schedule; None where rows vary (padded text)."""
+        images of one size), so a --run.max_tokens budget sizes the schedule exactly; None where rows vary (padded text:
+        the datamodule's `epoch_tokens` then gives their mean)."""
         return None
 
     def flop_costs(self, net: nn.Module) -> dict[str, TokenCost]:
@@ -277,6 +284,7 @@ class TaskModule(L.LightningModule):
         total, fit = 1, RunFit()
         if self._trainer is not None:
             total, sized_by = schedule_length(self.trainer)
+            end_budget_with_schedule(self.trainer, total)
             fit = RunFit(sized_by, early_stops(self.trainer), passes_over_data(self.trainer, total))
             if (line := late_validation(self.trainer, total)) is not None:
                 log.warning(line)

@@ -13,39 +13,53 @@ from tetraformer.training.callbacks.token_budget import TokenBudget, token_budge
 
 @dataclass(frozen=True)
 class TokenSteps:
-    """The optimizer steps a --run.max_tokens budget lasts, where every training batch holds the same tokens."""
+    """The optimizer steps a --run.max_tokens budget lasts: `tokens` trained on over `span` optimizer steps (1: every
+    step trains on the same tokens; an epoch's steps: rows of varying length, counted at their mean)."""
 
     budget: int  # --run.max_tokens
-    per_step: int  # tokens an optimizer step trains on, over all ranks and accumulated batches
+    tokens: int  # tokens `span` optimizer steps train on, over all ranks and accumulated batches
+    span: int = 1
 
     @property
     def steps(self) -> int:
-        """The step whose tokens reach the budget, where TokenBudget stops the run."""
-        return math.ceil(self.budget / self.per_step)
+        """The step whose tokens reach the budget (at the mean, for rows of varying length), rounded up."""
+        return -(-self.budget * self.span // self.tokens)
 
     def sized_by(self) -> str:
         """The settings that give this length, for the schedule's log lines."""
-        return f"--run.max_tokens {self.budget:,} at {self.per_step:,} tokens an optimizer step"
+        if self.span == 1:
+            return f"--run.max_tokens {self.budget:,} at {self.tokens:,} tokens an optimizer step"
+        return (
+            f"--run.max_tokens {self.budget:,} at about {self.tokens / self.span:,.0f} tokens an optimizer step "
+            f"(an epoch's {self.tokens:,} tokens over its {self.span:,} steps)"
+        )
 
 
 def token_steps(trainer: Any) -> TokenSteps | None:
-    """The steps a --run.max_tokens budget lasts: None without one, or when the task's rows hold varying tokens
-    (padded text: `TaskModule.row_tokens` is None) or the batch size is unknown."""
+    """The steps a --run.max_tokens budget lasts: rows of one length (`TaskModule.row_tokens`: blocks, images) give
+    them exactly, rows of varying length (padded text) at an epoch's mean (`epoch_tokens`, read from the stored
+    rows); None without a budget, or when neither is known (a stream of padded text, rows a batch draws anew)."""
     budget = token_budget(trainer)
-    module, data = getattr(trainer, "lightning_module", None), getattr(trainer, "datamodule", None)
-    row = module.row_tokens() if budget is not None and hasattr(module, "row_tokens") else None
-    batch = getattr(data, "batch_size", None)
-    if budget is None or row is None or not isinstance(batch, int):
+    if budget is None:
         return None
-    return TokenSteps(budget, row * batch * trainer.accumulate_grad_batches * trainer.world_size)
+    module, data = getattr(trainer, "lightning_module", None), getattr(trainer, "datamodule", None)
+    row = module.row_tokens() if hasattr(module, "row_tokens") else None
+    batch = getattr(data, "batch_size", None)
+    if row is not None and isinstance(batch, int):
+        return TokenSteps(budget, row * batch * trainer.accumulate_grad_batches * trainer.world_size)
+    epoch = data.epoch_tokens() if hasattr(data, "epoch_tokens") else None
+    batches = trainer.num_training_batches
+    if not epoch or not math.isfinite(batches) or batches <= 0:
+        return None
+    return TokenSteps(budget, epoch, steps_per_epoch(trainer))
 
 
 def schedule_length(trainer: Any) -> tuple[int | None, str]:
     """The run's optimizer steps (None when nothing bounds them: a run that ends by --trainer.max_time alone, by
-    --run.max_tokens over rows of varying length, or a streamed dataset with neither) and the settings that set them.
+    --run.max_tokens over a stream of padded text, or a streamed dataset with neither) and the settings that set them.
 
     Lightning's estimate is the nearer of max_steps and max_epochs x ceil(batches per device / accumulation); a
-    token budget over rows of one length (language-model blocks, images) gives its own count, and the nearest wins.
+    token budget gives its own count (token_steps), and the nearest wins.
     """
     total = trainer.estimated_stepping_batches
     by_tokens = token_steps(trainer)
@@ -60,6 +74,17 @@ def schedule_length(trainer: Any) -> tuple[int | None, str]:
     if trainer.max_steps != -1 and total == trainer.max_steps:
         return total, f"--trainer.max_steps {total}"
     return total, f"--trainer.max_epochs {trainer.max_epochs} x {steps_per_epoch(trainer)} optimizer steps an epoch"
+
+
+def end_budget_with_schedule(trainer: Any, total_steps: int | None) -> None:
+    """Where the token budget sized the schedule, its TokenBudget ends the run on the schedule's last step: rows of
+    varying length reach the budget a few steps before or after their mean says, and the decay ends with the run."""
+    sized = token_steps(trainer)
+    if sized is None or sized.steps != total_steps:
+        return
+    for callback in trainer.callbacks:
+        if isinstance(callback, TokenBudget):
+            callback.last_step = total_steps
 
 
 def steps_per_epoch(trainer: Any) -> int:

@@ -40,6 +40,7 @@ class TextDataModule(TaskDataModule):
     """
 
     store_name: ClassVar[str] = ""  # the prefix of the task's row stores' names ("": the task keeps none)
+    token_columns: ClassVar[tuple[str, ...]] = ()  # the stored id lists a batch's real tokens are (epoch_tokens)
 
     def __init__(
         self,
@@ -81,6 +82,13 @@ class TextDataModule(TaskDataModule):
         """Train the run's tokenizer on `text`, kept as a UTF-8 corpus file rewritten only when the text changes."""
         write_text_if_changed(corpus, text)
         self.train_run_tokenizer([corpus], "text", "utf-8", extra_ids)
+
+    def epoch_tokens(self) -> int | None:
+        """The training rows' `token_columns` lengths, summed from the row store without reading the lists."""
+        rows = self.datasets.get("train")
+        if not self.token_columns or not hasattr(rows, "lengths"):
+            return None
+        return sum(int(rows.lengths(column).sum()) for column in self.token_columns)
 
     # --- row stores ----------------------------------------------------------------------------------------
     def stores(self, stage: str) -> dict[str, Any]:

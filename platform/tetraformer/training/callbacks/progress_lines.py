@@ -58,7 +58,7 @@ class ProgressLines(Callback):
         """Start the clock and the counts the lines' rates and ETA are taken from."""
         self._start = self._last = Mark.now(trainer, self.counter)
         self._boundary.step = trainer.global_step
-        total, _ = schedule_length(trainer)  # the nearer of max_steps, max_epochs and a token budget over fixed rows
+        total, _ = schedule_length(trainer)  # the nearest of max_steps, max_epochs and a token budget
         self._total_steps = total if total is not None else math.inf
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:

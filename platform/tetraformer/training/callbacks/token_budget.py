@@ -14,16 +14,22 @@ class TokenBudget(Callback):
     """Stops training once the run has trained on `max_tokens` tokens (or images): `--run.max_tokens N`.
 
     It reads the run's one token count, `Throughput.tokens_seen` (all ranks, kept in checkpoints, so a resumed
-    run stops at the same total): the Throughput callback must come before it.
+    run stops at the same total): the Throughput callback must come before it. Where the budget sized the
+    learning-rate schedule (run_length.end_budget_with_schedule sets `last_step`), it stops on the schedule's last
+    optimizer step instead, which the budget's tokens reach exactly for rows of one length and at their mean
+    for padded text.
     """
 
     def __init__(self, max_tokens: int, counter: Throughput) -> None:
         self.max_tokens = max_tokens
         self.counter = counter
+        self.last_step: int | None = None
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """Stop after the batch that reaches the budget (Throughput has counted it)."""
-        if self.counter.tokens_seen >= self.max_tokens:
+        """Stop after the batch that reaches the budget (Throughput has counted it), or the schedule's last step."""
+        if self.last_step is not None:
+            trainer.should_stop = trainer.should_stop or trainer.global_step >= self.last_step
+        elif self.counter.tokens_seen >= self.max_tokens:
             trainer.should_stop = True
 
 
