@@ -285,8 +285,9 @@ class TaskModule(L.LightningModule):
         if self._trainer is not None:
             total, sized_by = schedule_length(self.trainer)
             end_budget_with_schedule(self.trainer, total)
-            fit = RunFit(sized_by, early_stops(self.trainer), passes_over_data(self.trainer, total))
-            if (line := late_validation(self.trainer, total)) is not None:
+            says = self.trainer.is_global_zero
+            fit = RunFit(sized_by, early_stops(self.trainer), passes_over_data(self.trainer, total), says)
+            if says and (line := late_validation(self.trainer, total)) is not None:
                 log.warning(line)
         settings = self.optim
         if settings.fused is None and self._scaled_clipping():

@@ -65,11 +65,13 @@ MANY_PASSES = 100  # nor is one that reads its training data more times than thi
 class RunFit:
     """What the trainer says about a run's length, for check_schedule: the settings that sized it (`sized_by`),
     the limits that may stop it first (`ends_early`: --trainer.max_time, --run.max_tokens) and how many times it
-    reads its training data (`passes`; None: the data has no length)."""
+    reads its training data (`passes`; None: the data has no length); `says` is False on the ranks after the first,
+    so a DDP run logs its lines once."""
 
     sized_by: str = ""
     ends_early: tuple[str, ...] = ()
     passes: float | None = None
+    says: bool = True
 
 
 def warmup_steps(cfg: OptimizerConfig, total_steps: int | None) -> int:
@@ -200,7 +202,7 @@ def build_optimizer(
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW over the no-decay groups and a per-step LambdaLR schedule over `total_steps` (None: unknown), with one
     log line per way the schedule does not fit the run (check_schedule says which)."""
-    for level, line in check_schedule(cfg, total_steps, run):
+    for level, line in check_schedule(cfg, total_steps, run) if run.says else ():
         log.log(level, line)
     fused = cfg.fused if cfg.fused is not None else next(model.parameters()).device.type in ("cpu", "cuda")
     optimizer = torch.optim.AdamW(
