@@ -58,8 +58,11 @@ class InstructionTuning(CausalLMTask):
         return {"loss": loss, "preds": loss.detach(), "targets": labels}
 
     def batch_tokens(self, batch: dict[str, Tensor]) -> int:
-        """Tokens fed to the model."""
-        return batch["input_ids"].numel()
+        """Real tokens fed to the model: not a padded batch's padding (its attention_mask), nor a packed row's
+        (document -1)."""
+        if "document_ids" in batch:
+            return int((batch["document_ids"] >= 0).sum())
+        return int(batch["attention_mask"].sum())
 
     @property
     def chat_tokenizer(self) -> Any:

@@ -34,10 +34,12 @@ def example(n: int, start: int) -> dict[str, list[int]]:
 
 
 def test_padded_batches_pad_ids_and_ignore_padding() -> None:
-    """Right padding: pad id in the inputs, IGNORE_INDEX in the labels."""
-    batch = PaddedExamples(0)([example(3, 10), example(1, 20)])
-    assert batch["input_ids"].tolist() == [[10, 11, 12], [20, 0, 0]]
-    assert batch["labels"].tolist() == [[IGNORE_INDEX, 11, 12], [IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX]]
+    """Right padding: pad id in the inputs, IGNORE_INDEX in the labels; the mask marks the real tokens (a row's
+    own pad-id token, 0 here, is real)."""
+    batch = PaddedExamples(0)([example(3, 10), example(1, 20), example(2, 0)])
+    assert batch["input_ids"].tolist() == [[10, 11, 12], [20, 0, 0], [0, 1, 0]]
+    assert batch["attention_mask"].tolist() == [[True] * 3, [True, False, False], [True, True, False]]
+    assert batch["labels"].tolist()[:2] == [[IGNORE_INDEX, 11, 12], [IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX]]
 
 
 def test_packed_rows_restart_positions_and_number_documents() -> None:

@@ -9,27 +9,30 @@ import pytest
 import torch
 import yaml
 
+from tests.tasks.instruction_tuning.conftest import tiny_config as chat_config
 from tests.tasks.test_throughput import TASKS
 from tetraformer.cli import main
 
 pytestmark = pytest.mark.slow  # every test here runs the CLI
 
-PADDED = ("text_classification", "token_classification", "masked_lm", "seq2seq")
+# task -> (its tests' tiny config, data options given the data folder): the padded-text tasks, chat both ways
+PADDED = {task: TASKS[task] for task in ("text_classification", "token_classification", "masked_lm", "seq2seq")}
+PADDED |= {f"chat_{way}": (chat_config, lambda d, way=way: {"batching": way}) for way in ("padded", "packed")}
 LR, FLOOR = 2e-3, 0.1
 SCHEDULE = ["--model.optim.schedule", "cosine", "--model.optim.warmup_steps", "1", "--model.optim.lr", str(LR)]
-SCHEDULE += ["--model.optim.min_lr_ratio", str(FLOOR), "--trainer.limit_val_batches", "0"]
+SCHEDULE += ["--model.optim.min_lr_ratio", str(FLOOR), "--trainer.limit_val_batches", "0", "--trainer.max_steps", "-1"]
 
 
 def fit(task: str, root: Path, data: Path, *options: str) -> dict:
     """Fit the task's tiny config on its fixture into `root`; its last checkpoint."""
-    build, files = TASKS[task]
+    build, files = PADDED[task]
     config = root.parent / f"{root.name}.yaml"
     config.write_text(yaml.safe_dump(build(root, **files(data))))
     main(["fit", "-c", str(config), *SCHEDULE, *options])
     return torch.load(root / "checkpoints" / "last.ckpt", weights_only=True)
 
 
-@pytest.mark.parametrize("task", PADDED)
+@pytest.mark.parametrize("task", list(PADDED))
 def test_a_budget_of_two_epochs_is_two_epochs_of_steps(
     task: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -41,18 +41,21 @@ def best_fit_decreasing(lengths: Sequence[int], capacity: int) -> list[list[int]
 class PaddedExamples:
     """Collator: examples right-padded to the longest of the batch (pad id, labels IGNORE_INDEX).
 
-    A causal model needs no mask for right padding: real tokens never attend later positions.
+    A causal model needs no mask for right padding: real tokens never attend later positions. The batch's
+    `attention_mask` says which positions are real tokens (the pad id may be one, e.g. EOS), for counting them.
     """
 
     def __init__(self, pad_id: int) -> None:
         self.pad_id = pad_id
 
     def __call__(self, rows: list[Example]) -> dict[str, torch.Tensor]:
-        """(B, T) input_ids and labels."""
+        """(B, T) input_ids, labels and attention_mask."""
         width = max(len(row["input_ids"]) for row in rows)
+        lengths = torch.tensor([len(row["input_ids"]) for row in rows])  # (B,)
         return {
             "input_ids": _padded([row["input_ids"] for row in rows], width, self.pad_id),
             "labels": _padded([row["labels"] for row in rows], width, IGNORE_INDEX),
+            "attention_mask": torch.arange(width) < lengths[:, None],  # (B, T)
         }
 
 
