@@ -28,6 +28,14 @@ class ImageSpec:
 
 
 @dataclass(frozen=True)
+class TrainingBatches:
+    """How the training split is batched, for sizing a token budget's schedule (training/base/run_length.py)."""
+
+    batch_size: int  # rows a batch holds (sentences, for a tagger)
+    epoch_tokens: int | None = None  # real tokens one pass over the training rows holds; None: not known from them
+
+
+@dataclass(frozen=True)
 class DataSpec:
     """What the network needs from the data; equal specs build the same network and read data the same way."""
 
@@ -39,6 +47,7 @@ class DataSpec:
     labels: LabelVocabulary | None = None  # the label (tag) vocabulary of labelled data
     image: ImageSpec | None = None  # how images are read, for image data
     extras: Mapping[str, Any] = field(default_factory=dict)  # task settings, plain data: tag scheme, source prefix
+    training: TrainingBatches | None = field(default=None, compare=False)  # this run's batches; not in checkpoints
 
     @classmethod
     def of(cls, tokenizer: Any = None, **fields: Any) -> DataSpec:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from lightning.pytorch.callbacks import Timer
 
+from tetraformer.data.spec import DataSpec, TrainingBatches
 from tetraformer.training.base.run_length import (
     early_stops,
     end_budget_with_schedule,
@@ -32,19 +33,13 @@ def trainer_of(estimate: float, max_steps: int = -1, max_epochs: int = -1, **ext
 def budgeted(
     estimate: float, tokens: int, row: int | None, batch: int = 16, epoch: int | None = None, **extra: Any
 ) -> SimpleNamespace:
-    """A stand-in Trainer with a --run.max_tokens budget, rows of `row` tokens (None: varying) and `batch` rows; with
-    `epoch`, a datamodule whose stored training rows hold that many tokens (padded text), else one that cannot say."""
-    module = SimpleNamespace(row_tokens=lambda: row)
-    data = (
-        SimpleNamespace(batch_size=batch)
-        if epoch is None
-        else SimpleNamespace(batch_size=batch, epoch_tokens=lambda: epoch)
-    )
+    """A stand-in Trainer with a --run.max_tokens budget and a module whose rows hold `row` tokens (None: varying)
+    and whose data spec says `batch` rows a batch and `epoch` tokens an epoch (padded text; None: not known)."""
+    spec = DataSpec(training=TrainingBatches(batch, epoch))
     return trainer_of(
         estimate,
         callbacks=[TokenBudget(tokens, counter=None)],
-        lightning_module=module,
-        datamodule=data,
+        lightning_module=SimpleNamespace(row_tokens=lambda: row, spec=spec),
         **extra,
     )
 
@@ -105,12 +100,13 @@ def test_a_token_budget_over_rows_of_varying_length_is_steps_at_an_epochs_mean(
     assert early_stops(trainer) == ()
 
 
-def test_a_token_budget_over_a_stream_of_varying_rows_leaves_the_length_to_steps_or_epochs() -> None:
-    """Padded text whose epoch cannot be counted (no stored rows, or no length) cannot turn tokens into steps: the
-    budget only stops the run, and says so."""
-    unmeasured = budgeted(390, 250_000, row=None, epoch=0, max_epochs=10)
+def test_a_token_budget_without_the_datas_batches_leaves_the_length_to_steps_or_epochs() -> None:
+    """Without a data spec (a Trainer driven by hand, no handover), or over padded text without an end, tokens
+    cannot be turned into steps: the budget only stops the run, and says so."""
+    unhanded = budgeted(390, 250_000, row=256, max_epochs=10)
+    unhanded.lightning_module.spec = None
     endless = budgeted(390, 250_000, row=None, epoch=120_000, max_epochs=10, num_training_batches=math.inf)
-    assert token_steps(unmeasured) is None and token_steps(endless) is None
+    assert token_steps(unhanded) is None and token_steps(endless) is None
     assert early_stops(endless) == ("--run.max_tokens",)
 
 
@@ -126,8 +122,8 @@ def test_the_budget_ends_the_run_on_the_schedule_it_sized() -> None:
 
 
 def test_a_token_budget_over_rows_of_varying_length_leaves_the_length_to_steps_or_epochs() -> None:
-    """Padded text whose datamodule cannot count its tokens (row_tokens None, no epoch_tokens): the budget only
-    stops the run, and says so."""
+    """Padded text whose data cannot count its tokens (row_tokens None, no epoch_tokens: span corruption): the
+    budget only stops the run, and says so."""
     trainer = budgeted(390, 250_000, row=None, max_epochs=10)
     assert token_steps(trainer) is None
     assert schedule_length(trainer)[0] == 390 and early_stops(trainer) == ("--run.max_tokens",)

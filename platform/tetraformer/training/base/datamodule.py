@@ -16,7 +16,7 @@ from tetraformer.data.errors import DataError
 from tetraformer.data.hf_sources import dataset_splits
 from tetraformer.data.labels import LabelVocabulary
 from tetraformer.data.row_store import RowStore
-from tetraformer.data.spec import DataSpec
+from tetraformer.data.spec import DataSpec, TrainingBatches
 from tetraformer.data.splits import train_val_split
 from tetraformer.data.token_store import TokenStore
 from tetraformer.data.tokenizer import load_tokenizer
@@ -75,9 +75,13 @@ class TaskDataModule(L.LightningDataModule):
         return self._spec
 
     def build_spec(self) -> DataSpec:
-        """The tokenizer and the longest sequence, with the task's `spec_fields` (labels, images, extras)."""
+        """The tokenizer and the longest sequence, with the task's `spec_fields` (labels, images, extras) and how
+        the training split is batched."""
         option, length = self.sequence_length() or (None, 0)
-        return DataSpec.of(self.tokenizer, max_length=length, length_option=option, **self.spec_fields())
+        training = TrainingBatches(self.batch_size, self.epoch_tokens())
+        return DataSpec.of(
+            self.tokenizer, max_length=length, length_option=option, training=training, **self.spec_fields()
+        )
 
     def spec_fields(self) -> dict[str, Any]:
         """The DataSpec fields the task's data decides besides tokenizer and length (none by default)."""
@@ -101,7 +105,7 @@ class TaskDataModule(L.LightningDataModule):
     def epoch_tokens(self) -> int | None:
         """Tokens one pass over the training rows counts in the task's `batch_tokens` (real tokens, not padding),
         where the stored rows tell it without drawing anything; None where they do not (a stream, rows a batch
-        draws anew). A --run.max_tokens budget over rows of varying length is sized by it (run_length.py)."""
+        draws anew). The spec hands it over (`training`): a --run.max_tokens budget over padded text is sized by it."""
         return None
 
     def tokenizer_dir(self) -> Path:

@@ -37,21 +37,20 @@ class TokenSteps:
 
 def token_steps(trainer: Any) -> TokenSteps | None:
     """The steps a --run.max_tokens budget lasts: rows of one length (`TaskModule.row_tokens`: blocks, images) give
-    them exactly, rows of varying length (padded text) at an epoch's mean (`epoch_tokens`, read from the stored
-    rows); None without a budget, or when neither is known (a stream of padded text, rows a batch draws anew)."""
+    them exactly, rows of varying length (padded text) at an epoch's mean (the spec's `training.epoch_tokens`, read
+    from the stored rows); None without a budget or a data spec, or when neither is known (rows a batch draws anew)."""
     budget = token_budget(trainer)
-    if budget is None:
+    module = getattr(trainer, "lightning_module", None)
+    training = getattr(getattr(module, "spec", None), "training", None)  # the data's batching, handed over in its spec
+    if budget is None or training is None:
         return None
-    module, data = getattr(trainer, "lightning_module", None), getattr(trainer, "datamodule", None)
-    row = module.row_tokens() if hasattr(module, "row_tokens") else None
-    batch = getattr(data, "batch_size", None)
-    if row is not None and isinstance(batch, int):
-        return TokenSteps(budget, row * batch * trainer.accumulate_grad_batches * trainer.world_size)
-    epoch = data.epoch_tokens() if hasattr(data, "epoch_tokens") else None
+    row = module.row_tokens()
+    if row is not None:
+        return TokenSteps(budget, row * training.batch_size * trainer.accumulate_grad_batches * trainer.world_size)
     batches = trainer.num_training_batches
-    if not epoch or not math.isfinite(batches) or batches <= 0:
+    if not training.epoch_tokens or not math.isfinite(batches) or batches <= 0:
         return None
-    return TokenSteps(budget, epoch, steps_per_epoch(trainer))
+    return TokenSteps(budget, training.epoch_tokens, steps_per_epoch(trainer))
 
 
 def schedule_length(trainer: Any) -> tuple[int | None, str]:
