@@ -139,7 +139,7 @@ class TaskModule(L.LightningModule):
     def row_tokens(self) -> int | None:
         """Tokens each training row counts for in `batch_tokens` where every row counts the same (packed blocks,
         images of one size), so a --run.max_tokens budget sizes the schedule exactly; None where rows vary (padded text:
-        the datamodule's `epoch_tokens` then gives their mean)."""
+        the data spec's `training.epoch_tokens` then gives their mean)."""
         return None
 
     def flop_costs(self, net: nn.Module) -> dict[str, TokenCost]:
