@@ -26,9 +26,9 @@ def attribute_reads(path: Path, owner: str, name: str) -> Iterator[int]:
 def getattr_reads(path: Path, name: str) -> Iterator[int]:
     """Lines where `getattr(<...>, "name"...)` is called in a file."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
-            if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value == name:
-                yield node.lineno
+        called = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+        if called and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value == name:
+            yield node.lineno
 
 
 def test_nothing_reads_the_datamodule_through_the_trainer() -> None:
