@@ -12,7 +12,7 @@ from tasks.image_classification.module import ImageClassification
 from tasks.text_classification.module import TextClassification
 from tetraformer.core import TransformerConfig
 from tetraformer.data import LabelVocabulary, train_tokenizer
-from tetraformer.data.spec import DataSpec, ImageSpec
+from tetraformer.data.spec import DataSpec, ImageSpec, TrainingBatches
 from tetraformer.payload import PAYLOAD_KEY, save_checkpoint
 from tetraformer.training.checkpointing.loading import load_task_module
 
@@ -73,3 +73,15 @@ def test_an_image_spec_round_trips_with_its_normalisation(tmp_path: Path) -> Non
     assert (module.net.cfg.image_size, module.net.cfg.n_channels) == (16, 1)
     loaded = load_task_module(saved(module, tmp_path / "image.ckpt"))
     assert loaded.spec == image_spec() and loaded.normalization.mean == [0.25]
+
+
+def test_the_runs_batching_is_handed_over_but_never_stored(text_spec: DataSpec, tmp_path: Path) -> None:
+    """`training` (batch size, an epoch's tokens) is this run's: equal specs may differ in it, and a checkpoint
+    neither keeps it nor lets it change the spec that comes back."""
+    spec = DataSpec.of(text_spec.tokenizer, max_length=24, labels=text_spec.labels, training=TrainingBatches(32, 4_096))
+    assert spec == DataSpec.of(text_spec.tokenizer, max_length=24, labels=text_spec.labels)
+    assert "training" not in spec.state()
+    module = TextClassification(arch=ARCH)
+    module.use_spec(spec)
+    module.configure_model()
+    assert load_task_module(saved(module, tmp_path / "text.ckpt")).spec.training is None
