@@ -40,6 +40,7 @@ class InstructionTuningData(TextDataModule):
     """
 
     store_name = "chat"
+    token_columns = ("input_ids",)
 
     def __init__(
         self,
@@ -151,10 +152,9 @@ class InstructionTuningData(TextDataModule):
             if split not in self.datasets:
                 self.datasets[split] = self.batches(rows)
 
-    def epoch_tokens(self) -> int | None:
-        """The training examples' tokens: padded or packed into bins, each is read once an epoch."""
-        rows = self._rows.get("train")
-        return None if rows is None else int(rows.lengths("input_ids").sum())
+    def training_rows(self) -> StoreRows | None:
+        """The training examples, padded or packed into bins: each is read once an epoch."""
+        return self._rows.get("train")
 
     def view(self, store: RowStore) -> StoreRows:
         """A store's rows: shifted ids and labels (the prompt and cut columns are read only by `column`)."""

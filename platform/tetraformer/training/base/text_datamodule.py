@@ -85,10 +85,14 @@ class TextDataModule(TaskDataModule):
 
     def epoch_tokens(self) -> int | None:
         """The training rows' `token_columns` lengths, summed from the row store without reading the lists."""
-        rows = self.datasets.get("train")
+        rows = self.training_rows()
         if not self.token_columns or not hasattr(rows, "lengths"):
             return None
         return sum(int(rows.lengths(column).sum()) for column in self.token_columns)
+
+    def training_rows(self) -> Any:
+        """The stored training rows an epoch reads once each (the training dataset, unless it regroups them)."""
+        return self.datasets.get("train")
 
     # --- row stores ----------------------------------------------------------------------------------------
     def stores(self, stage: str) -> dict[str, Any]:

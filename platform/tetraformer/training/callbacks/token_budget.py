@@ -27,9 +27,11 @@ class TokenBudget(Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         """Stop after the batch that reaches the budget (Throughput has counted it), or the schedule's last step."""
-        if self.last_step is not None:
-            trainer.should_stop = trainer.should_stop or trainer.global_step >= self.last_step
-        elif self.counter.tokens_seen >= self.max_tokens:
+        if self.last_step is None:
+            reached = self.counter.tokens_seen >= self.max_tokens
+        else:
+            reached = trainer.global_step >= self.last_step
+        if reached:
             trainer.should_stop = True
 
 
