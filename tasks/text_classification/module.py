@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import torch
 from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.classification import (
@@ -16,8 +17,10 @@ from torchmetrics.classification import (
 from tasks.text_classification.model import ClassifierPooling, build_classifier, check_pooling
 from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.core.backbones import BackboneKind
+from tetraformer.core.ensemble import build_ensemble, member_outputs
 from tetraformer.data.spec import DataSpec
 from tetraformer.errors import at_least, require
+from tetraformer.training.base.ensemble import check_ensemble, pooled_log_probs
 from tetraformer.training.base.labelled import LabelledTask
 from tetraformer.training.base.losses import balanced_class_weights, given_class_weights
 from tetraformer.training.base.module import TaskModule
@@ -28,7 +31,10 @@ class TextClassification(LabelledTask, TaskModule):
     """A classification head on an encoder, decoder or encoder-decoder backbone, trained on labelled text.
 
     Single-label rows learn with (class-weighted) cross-entropy; multi-label rows with BCE, a label predicted
-    when its probability reaches `threshold`. The label vocabulary travels in the checkpoint. The TaskModule
+    when its probability reaches `threshold`. With `ensemble` K > 1, K classifiers of one shape train side by side
+    from their own initial weights, each on its own loss over the same batches (the loss logged is their mean);
+    a text's class comes from the mean of their log-probabilities (multi-label: of their label probabilities), at
+    K times the cost of a step. The label vocabulary travels in the checkpoint. The TaskModule
     options (arch, optim, init_from, label_smoothing) pass through `**kwargs`.
     """
 
@@ -42,6 +48,7 @@ class TextClassification(LabelledTask, TaskModule):
         class_weights: list[float] | Literal["balanced"] | None = None,
         threshold: float = 0.5,
         top_k: int = 3,
+        ensemble: int = 1,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -53,6 +60,7 @@ class TextClassification(LabelledTask, TaskModule):
         self.save_hyperparameters()
         self.backbone_kind, self.pooling, self.pooler = backbone, pooling, pooler
         self.class_weights, self.threshold, self.top_k = class_weights, threshold, top_k
+        self.ensemble = check_ensemble(ensemble, self, "classifiers")
         self.loss_weights: Tensor | None = None
 
     # --- network -------------------------------------------------------------------------------------
@@ -63,8 +71,11 @@ class TextClassification(LabelledTask, TaskModule):
         return self.arch.replace(vocab_size=spec.vocab_size, max_len=max_len, type_vocab_size=types)
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
-        """A SequenceClassifier with one output per label."""
-        return build_classifier(cfg, self.backbone_kind, len(self.vocabulary), self.pooling, self.pooler)
+        """A SequenceClassifier with one output per label; an Ensemble of `ensemble` of them when it is above 1."""
+        labels = len(self.vocabulary)
+        return build_ensemble(
+            lambda: build_classifier(cfg, self.backbone_kind, labels, self.pooling, self.pooler), self.ensemble
+        )
 
     @property
     def multi_label(self) -> bool:
@@ -87,20 +98,29 @@ class TextClassification(LabelledTask, TaskModule):
 
     # --- steps ---------------------------------------------------------------------------------------
     def forward_batch(self, batch: dict[str, Tensor]) -> Tensor:
-        """(B, T) ids, mask (and segments on an encoder) -> (B, C) logits."""
+        """(B, T) ids, mask (and segments on an encoder) -> (K, B, C) logits of the K classifiers."""
         extra = {"token_type_ids": batch["token_type_ids"]} if isinstance(self.net.backbone, TextEncoder) else {}
-        return self.net(batch["input_ids"], attention_mask=batch["attention_mask"], **extra)
+        return member_outputs(self.net, batch["input_ids"], attention_mask=batch["attention_mask"], **extra)
 
-    def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
-        """Loss over the batch; logits (single-label) or probabilities (multi-label) feed the metrics."""
-        logits = self.forward_batch(batch).float()  # (B, C)
-        targets = batch["labels"]  # (B,) class ids or (B, C) multi-hot
+    def pooled_scores(self, logits: Tensor) -> Tensor:
+        """(K, B, C) logits -> (B, C): label probabilities (multi-label), else scores whose softmax is the
+        classifiers' pooled class probabilities."""
+        return logits.sigmoid().mean(0) if self.multi_label else pooled_log_probs(logits)
+
+    def member_loss(self, logits: Tensor, targets: Tensor) -> Tensor:
+        """One classifier's loss: (B, C) logits against (B,) class ids or (B, C) multi-hot targets."""
         if self.multi_label:
             weights = None if self.loss_weights is None else self.loss_weights.to(logits.device)
-            loss = nn.functional.binary_cross_entropy_with_logits(logits, targets.float(), weight=weights)
-            return {"loss": loss, "preds": logits.detach().sigmoid(), "targets": targets}
-        loss = self.cross_entropy(logits, targets, weight=self.loss_weights)
-        return {"loss": loss, "preds": logits.detach(), "targets": targets}
+            return nn.functional.binary_cross_entropy_with_logits(logits, targets.float(), weight=weights)
+        return self.cross_entropy(logits, targets, weight=self.loss_weights)
+
+    def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
+        """The mean over the classifiers of their loss; pooled scores (single-label) or probabilities
+        (multi-label) feed the metrics."""
+        logits = self.forward_batch(batch).float()  # (K, B, C)
+        targets = batch["labels"]  # (B,) class ids or (B, C) multi-hot
+        loss = torch.stack([self.member_loss(member, targets) for member in logits]).mean()
+        return {"loss": loss, "preds": self.pooled_scores(logits.detach()), "targets": targets}
 
     def make_metrics(self) -> dict[str, Metric]:
         """Accuracy and macro-F1; multi-label: micro/macro F1 and exact-match accuracy at the threshold."""
@@ -124,8 +144,8 @@ class TextClassification(LabelledTask, TaskModule):
     # --- prediction ----------------------------------------------------------------------------------
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> list[dict[str, Any]]:
         """Each input record with its predicted label(s) and the top-k labels' probabilities."""
-        logits = self.forward_batch(batch).float()  # (B, C)
-        probs = logits.sigmoid() if self.multi_label else logits.softmax(-1)  # (B, C)
+        pooled = self.pooled_scores(self.forward_batch(batch).float())  # (B, C)
+        probs = pooled if self.multi_label else pooled.softmax(-1)  # (B, C)
         top = top_k_labels(probs, self.vocabulary.names, self.top_k)
         out = []
         for record, p, scores in zip(batch["record"], probs, top, strict=True):

@@ -12,9 +12,10 @@ from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy
 
 from tasks.token_classification.crf import TagTransitions
-from tasks.token_classification.model import TaggerEnsemble, build_token_classifier
+from tasks.token_classification.model import build_token_classifier
 from tetraformer.core import TextEncoder, TransformerConfig
 from tetraformer.core.backbones import BackboneKind
+from tetraformer.core.ensemble import ensemble_members, member_outputs
 from tetraformer.core.heads import TokenClassificationHead
 from tetraformer.core.viterbi import chain_marginals, constrained_decode
 from tetraformer.data.collate import IGNORE_INDEX
@@ -24,6 +25,7 @@ from tetraformer.data.tag_schemes import allowed_transitions, entity_spans
 from tetraformer.data.word_alignment import gather_words, word_mask
 from tetraformer.errors import ConfigError
 from tetraformer.interop import load_hf
+from tetraformer.training.base.ensemble import check_ensemble
 from tetraformer.training.base.labelled import LabelledTask
 from tetraformer.training.base.module import TaskModule
 from tetraformer.training.base.predictions import PREDICTED
@@ -75,7 +77,7 @@ class TokenClassification(LabelledTask, TaskModule):
         if decode not in ("argmax", "constrained"):
             raise ConfigError(f"--model.decode {decode!r}; expected argmax or constrained")
         self.backbone_kind, self.decode, self.strict_scheme, self.crf = backbone, decode, strict_scheme, crf
-        self.ensemble = check_ensemble(ensemble, self)
+        self.ensemble = check_ensemble(ensemble, self, "taggers")
         if not 0 <= min_entity_prob <= 1:
             raise ConfigError(f"--model.min_entity_prob {min_entity_prob}: must be in [0, 1] (0 keeps every entity)")
         self.min_entity_prob = min_entity_prob
@@ -128,20 +130,19 @@ class TokenClassification(LabelledTask, TaskModule):
         return self.arch.replace(vocab_size=spec.vocab_size, max_len=max_len, type_vocab_size=types)
 
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
-        """A TokenClassifier with one output per tag (a CRFTokenClassifier with `crf`); a TaggerEnsemble of
+        """A TokenClassifier with one output per tag (a CRFTokenClassifier with `crf`); an Ensemble of
         `ensemble` of them when it is above 1."""
         return build_token_classifier(cfg, self.backbone_kind, len(self.vocabulary), self.crf, self.ensemble)
 
     def members(self) -> list[nn.Module]:
         """The taggers whose scores are pooled: the network itself, or an ensemble's members."""
-        return list(self.net.members) if isinstance(self.net, TaggerEnsemble) else [self.net]
+        return ensemble_members(self.net)
 
     # --- steps ---------------------------------------------------------------------------------------
     def forward_batch(self, batch: dict[str, Tensor]) -> Tensor:
         """(B, T) window ids and mask (and segments on an encoder) -> (K, B, T, L) logits of the K taggers."""
         extra = {"token_type_ids": batch["token_type_ids"]} if isinstance(self.net.backbone, TextEncoder) else {}
-        logits = self.net(batch["input_ids"], attention_mask=batch["attention_mask"], **extra)
-        return logits if isinstance(self.net, TaggerEnsemble) else logits.unsqueeze(0)
+        return member_outputs(self.net, batch["input_ids"], attention_mask=batch["attention_mask"], **extra)
 
     def word_scores(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """(logits (K, B, T, L) of the windows, word-level scores (S, W, L) of the batch's sentences: the taggers'
@@ -276,15 +277,3 @@ def drop_unsure_entities(preds: Tensor, sure: Tensor, threshold: float, names: l
             if min(probs[words[i]] for i in range(start, end)) < threshold:
                 preds[row, [words[i] for i in range(start, end)]] = outside
     return preds
-
-
-def check_ensemble(ensemble: int, task: TaskModule) -> int:
-    """The ensemble size, refused below 1 or beside options that load or adapt one network."""
-    if not isinstance(ensemble, int) or ensemble < 1:
-        raise ConfigError(f"--model.ensemble {ensemble!r}; expected a whole number of taggers, 1 or more")
-    if ensemble > 1:
-        clashes = {"init_from": task.init_from, "lora": task.lora.cfg.enabled, "word_vectors": task.word_vectors}
-        named = [f"--model.{name}" for name, value in clashes.items() if value]
-        if named:
-            raise ConfigError(f"--model.ensemble {ensemble} trains taggers from scratch; drop {', '.join(named)}")
-    return ensemble

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tasks.token_classification.model import CRFTokenClassifier, TaggerEnsemble, build_token_classifier
+from tasks.token_classification.model import CRFTokenClassifier, build_token_classifier
 from tasks.token_classification.module import TokenClassification
 from tetraformer.core import TransformerConfig
+from tetraformer.core.ensemble import Ensemble
 from tetraformer.core.viterbi import constrained_decode
 from tetraformer.errors import ConfigError
 from tetraformer.interop.convert import export_network
@@ -49,7 +50,7 @@ def batch() -> dict[str, torch.Tensor]:
 def test_members_start_from_their_own_weights() -> None:
     torch.manual_seed(0)
     net = build_token_classifier(CFG, "encoder", TAGS, crf=True, ensemble=3)
-    assert isinstance(net, TaggerEnsemble) and len(net.members) == 3
+    assert isinstance(net, Ensemble) and len(net.members) == 3
     rows = [m.backbone.embed.tokens.weight for m in net.members]
     assert not torch.equal(rows[0], rows[1]) and not torch.equal(rows[1], rows[2])
     assert isinstance(build_token_classifier(CFG, "encoder", TAGS, crf=True), CRFTokenClassifier)  # K = 1: no wrapper
@@ -102,5 +103,5 @@ def test_an_ensemble_refuses_options_that_load_or_adapt_one_network(clash: dict,
 
 
 def test_an_ensemble_does_not_export_to_hugging_face(tmp_path) -> None:
-    with pytest.raises(InteropError, match="TaggerEnsemble"):
+    with pytest.raises(InteropError, match="Ensemble"):
         export_network(build_token_classifier(CFG, "encoder", TAGS, ensemble=2), None, tmp_path / "out")
