@@ -18,7 +18,11 @@ class Ensemble(nn.Module):
     def __init__(self, members: list[nn.Module]) -> None:
         super().__init__()
         self.members = nn.ModuleList(members)
-        self.cfg = getattr(members[0], "cfg", None)
+
+    @property
+    def cfg(self) -> object:
+        """The first member's architecture (all members share it)."""
+        return self.members[0].cfg
 
     @property
     def backbone(self) -> nn.Module:

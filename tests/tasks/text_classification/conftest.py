@@ -33,6 +33,19 @@ def labelled_rows(n: int, seed: int) -> list[dict[str, str]]:
     return rows
 
 
+def multi_label_rows(n: int, seed: int) -> list[dict]:
+    """Rows with the keywords of one or two labels; labels as a JSON list."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        labels = sorted(rng.sample(sorted(WORDS), rng.choice([1, 2])))
+        words = [rng.choice(FILLER) for _ in range(rng.randint(3, 6))]
+        for label in labels:
+            words.insert(rng.randint(0, len(words)), rng.choice(WORDS[label]))
+        rows.append({"text": " ".join(words), "labels": labels})
+    return rows
+
+
 def write_csv(path: Path, rows: list[dict[str, str]]) -> Path:
     """Rows as a CSV with a header."""
     with path.open("w", newline="", encoding="utf-8") as f:

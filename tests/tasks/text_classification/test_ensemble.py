@@ -12,8 +12,7 @@ import torch
 
 from tasks.text_classification.module import TextClassification
 from tests.cli_runner import last_metrics
-from tests.tasks.text_classification.conftest import write_jsonl
-from tests.tasks.text_classification.test_labels import multi_label_rows
+from tests.tasks.text_classification.conftest import multi_label_rows, write_jsonl
 from tetraformer.core.ensemble import Ensemble
 from tetraformer.errors import ConfigError
 from tetraformer.training.checkpointing.loading import load_task_module

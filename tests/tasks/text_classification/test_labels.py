@@ -4,29 +4,15 @@ from __future__ import annotations
 
 import csv
 import json
-import random
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.cli_runner import last_metrics
-from tests.tasks.text_classification.conftest import FILLER, WORDS, write_csv, write_jsonl
+from tests.tasks.text_classification.conftest import multi_label_rows, write_csv, write_jsonl
 from tetraformer.cli import main
 from tetraformer.training.checkpointing.loading import load_task_module
-
-
-def multi_label_rows(n: int, seed: int) -> list[dict]:
-    """Rows with the keywords of one or two labels; labels as a JSON list."""
-    rng = random.Random(seed)
-    rows = []
-    for _ in range(n):
-        labels = sorted(rng.sample(sorted(WORDS), rng.choice([1, 2])))
-        words = [rng.choice(FILLER) for _ in range(rng.randint(3, 6))]
-        for label in labels:
-            words.insert(rng.randint(0, len(words)), rng.choice(WORDS[label]))
-        rows.append({"text": " ".join(words), "labels": labels})
-    return rows
 
 
 @pytest.mark.learning
