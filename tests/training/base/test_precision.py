@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import tetraformer.training.base.clipping as clipping
 from tests.training.tiny_lm import assert_usable_checkpoint, lm_fit
 
 pytestmark = pytest.mark.slow  # every test here runs the CLI
@@ -62,11 +63,15 @@ def test_mixed_precision_clips_gradients(
         pytest.skip("this GPU has no bf16")
     clipped: list[float] = []
     fused: list[bool] = []
-    clip = torch.nn.utils.clip_grad_norm_
+    clip, clip_by_known_norm = torch.nn.utils.clip_grad_norm_, clipping.clip_grads_with_norm_
 
     def spy(parameters: object, max_norm: float, *args: object, **kwargs: object) -> torch.Tensor:
         clipped.append(max_norm)
         return clip(parameters, max_norm, *args, **kwargs)
+
+    def known_norm_spy(parameters: object, max_norm: float, *args: object, **kwargs: object) -> None:
+        clipped.append(max_norm)  # bf16: the non-finite guard measured the norm, clipping uses it
+        clip_by_known_norm(parameters, max_norm, *args, **kwargs)
 
     step = torch.optim.AdamW.step
 
@@ -75,6 +80,7 @@ def test_mixed_precision_clips_gradients(
         return step(self, *args, **kwargs)
 
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", spy)
+    monkeypatch.setattr(clipping, "clip_grads_with_norm_", known_norm_spy)
     monkeypatch.setattr(torch.optim.AdamW, "step", step_spy)
     fit("--trainer.accelerator", accelerator, "--trainer.precision", precision, "--trainer.gradient_clip_val", "0.5")
     assert clipped and set(clipped) == {0.5}

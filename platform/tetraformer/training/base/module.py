@@ -25,6 +25,7 @@ from tetraformer.data.spec import DataSpec
 from tetraformer.errors import ConfigError, TetraformerError, probability
 from tetraformer.files import resolve_source
 from tetraformer.payload import DATA_SPEC_KEY, PAYLOAD_KEY, make_payload, plain
+from tetraformer.training.base.clipping import clip_with_norm
 from tetraformer.training.base.compile import compile_blocks
 from tetraformer.training.base.lora_runs import LoRARun
 from tetraformer.training.base.optim import OptimizerConfig, RunFit, build_optimizer
@@ -106,6 +107,7 @@ class TaskModule(L.LightningModule):
         self.val_metrics: nn.ModuleDict | None = None
         self.test_metrics: nn.ModuleDict | None = None
         self.confusion: nn.ModuleDict | None = None  # per report stage, for tasks that name their labels
+        self.step_gradient_norm: Tensor | None = None  # this step's, measured by the non-finite guard, for clipping
 
     # --- what a task defines -----------------------------------------------------------------------
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
@@ -305,7 +307,11 @@ class TaskModule(L.LightningModule):
         self, optimizer: Optimizer, gradient_clip_val: float | None = None, gradient_clip_algorithm: str | None = None
     ) -> None:
         """Clip as Lightning does, except that a fused optimizer is clipped under bf16-mixed: Lightning refuses it
-        under every mixed precision, but without a gradient scaler there is nothing left to unscale."""
+        under every mixed precision, but without a gradient scaler there is nothing left to unscale. Where the
+        non-finite guard has measured the step's gradient norm, clipping by norm uses it instead of measuring again."""
+        norm, self.step_gradient_norm = self.step_gradient_norm, None
+        if clip_with_norm(self.trainer, optimizer, gradient_clip_val, gradient_clip_algorithm, norm):
+            return
         plugin = self.trainer.precision_plugin
         if gradient_clip_val and isinstance(plugin, MixedPrecision) and plugin.scaler is None:
             algorithm = GradClipAlgorithmType(gradient_clip_algorithm or "norm")

@@ -70,6 +70,8 @@ class NonFiniteGuard(Callback):
             finite &= torch.isfinite(norm)
         ranks_in_trouble = trainer.strategy.reduce((~finite).int(), reduce_op="sum")
         if not ranks_in_trouble.item():  # the step's one host sync, after the reduce over ranks
+            if hasattr(pl_module, "step_gradient_norm"):
+                pl_module.step_gradient_norm = norm  # clipping by norm reads it instead of measuring it again
             return
         what = describe(loss, norm, trainer)
         if self.mode == "stop":
