@@ -120,7 +120,7 @@ def test_every_exportable_network_converts(architecture: str, network: str, tmp_
 
 def test_unknown_network_and_foreign_class_are_refused(tmp_path: Path) -> None:
     """A network no family exports, and a class posing as another family's architecture, are named errors."""
-    refused = r"no Hugging Face export for a Linear network \(exportable: .*CausalLM"
+    refused = r"no Hugging Face export for this Linear network \(exportable: .*CausalLM"
     with pytest.raises(InteropError, match=refused) as err:
         export_class(nn.Linear(2, 2))
     listed = str(err.value).split("(exportable: ")[1].rstrip(")").split(", ")

@@ -102,7 +102,7 @@ def test_fine_tuned_classifier_exports_and_transformers_gives_our_logits(tmp_pat
         ),
         (
             lambda: SequenceClassifier(TextDecoder(TransformerConfig.preset("tiny", vocab_size=50)), 3),
-            r"no Hugging Face export for a SequenceClassifier on TextDecoder network \(exportable: .*"
+            r"no Hugging Face export for this SequenceClassifier on TextDecoder network \(exportable: .*"
             r"SequenceClassifier on ImageEncoder",
         ),
     ],

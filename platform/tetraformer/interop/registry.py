@@ -112,7 +112,7 @@ def export_class(net: nn.Module) -> type[HFModel]:
                 return spec.head(architecture)
     known = ", ".join(dict.fromkeys(export_name(key) for spec in FAMILIES.values() for key in spec.exports))
     raise InteropError(
-        f"no Hugging Face export for a {export_name(keys[0] if keys else type(net))} network (exportable: {known})"
+        f"no Hugging Face export for this {export_name(keys[0] if keys else type(net))} network (exportable: {known})"
     )
 
 
