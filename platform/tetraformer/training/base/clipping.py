@@ -28,6 +28,5 @@ def clip_with_norm(
     by_norm = GradClipAlgorithmType(algorithm or "norm") == GradClipAlgorithmType.NORM
     if norm is None or not clip_val or not by_norm or not norm_is_whole(trainer):
         return False
-    params = [p for group in optimizer.param_groups for p in group["params"]]  # clip_grad_norm_'s, in its order
-    clip_grads_with_norm_(params, clip_val, norm)
+    clip_grads_with_norm_(trainer.precision_plugin.main_params(optimizer), clip_val, norm)  # clip_grad_norm_'s
     return True
