@@ -11,13 +11,13 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from tetraformer import payload
 from tetraformer.core import CausalLM, TransformerConfig
 from tetraformer.data import train_tokenizer
 from tetraformer.errors import TetraformerError
 from tetraformer.payload import (
     PAYLOAD_KEY,
     CheckpointError,
+    StartingPointSource,
     directory_starting_point,
     make_checkpoint,
     network_config,
@@ -25,6 +25,7 @@ from tetraformer.payload import (
     plain,
     read_checkpoint,
     save_checkpoint,
+    starting_point_sources,
     tokenizer_from_state,
     tokenizer_state,
 )
@@ -142,24 +143,23 @@ def test_make_checkpoint_keeps_the_layout_and_round_trips(tmp_path: Path) -> Non
     assert "hyper_parameters" not in make_checkpoint(net, None, None)
 
 
-def test_unreadable_directory_says_what_was_expected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without registered sources, a plain directory expects a .ckpt or HF directory; an HF one names the import."""
-    monkeypatch.setattr(payload, "STARTING_POINTS", {})
-    with pytest.raises(CheckpointError, match="expected a Tetraformer .ckpt file or a Hugging Face model directory"):
-        directory_starting_point(tmp_path)
-    (tmp_path / "config.json").write_text("{}")
-    with pytest.raises(CheckpointError, match="`import tetraformer.interop`"):
+MARKED = StartingPointSource("a marked directory", lambda p: (p / "MARK").is_file(), lambda p: "read")
+
+
+def test_unreadable_directory_says_what_was_expected(tmp_path: Path) -> None:
+    """A directory no source accepts is an error naming what was expected."""
+    with pytest.raises(CheckpointError, match="expected a Tetraformer .ckpt file or a marked directory"):
+        directory_starting_point(tmp_path, (f"{__name__}:MARKED",))
+    with pytest.raises(CheckpointError, match="or a Hugging Face model directory"):
         directory_starting_point(tmp_path)
 
 
-def test_registered_source_reads_its_directories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A directory goes to the first registered source that accepts it."""
-    cfg = TransformerConfig.preset("tiny")
-    monkeypatch.setattr(payload, "STARTING_POINTS", {})
-    payload.register_starting_point(
-        payload.StartingPointSource("a marked directory", lambda p: (p / "MARK").is_file(), lambda p: (cfg, {}))
-    )
-    with pytest.raises(CheckpointError, match="or a marked directory"):
-        directory_starting_point(tmp_path)
+def test_listed_source_reads_its_directories(tmp_path: Path) -> None:
+    """A directory goes to the first listed source that accepts it, imported by name when asked for."""
     (tmp_path / "MARK").touch()
-    assert directory_starting_point(tmp_path) == (cfg, {})
+    assert directory_starting_point(tmp_path, (f"{__name__}:MARKED",)) == "read"
+
+
+def test_every_listed_source_resolves() -> None:
+    """STARTING_POINTS names real StartingPointSources (a typo would only show when a user hits it)."""
+    assert all(isinstance(s, StartingPointSource) for s in starting_point_sources())

@@ -4,12 +4,13 @@ A checkpoint is a torch-saved dict holding `state_dict` (network tensors under `
 PAYLOAD_KEY, plain data only: the task's class path, the model config, the tokenizer as JSON strings, the
 data's DataSpec (DATA_SPEC_KEY) and the task's settings. Training writes it, interop builds it from Hugging
 Face directories, and both read it here, so neither imports the other. `init_from` sources other than a .ckpt
-(a Hugging Face model directory) register a reader in STARTING_POINTS.
+(a Hugging Face model directory) are listed in STARTING_POINTS by name and imported when asked for.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -161,21 +162,28 @@ class StartingPointSource:
     load: Callable[[Path], StartingPoint]
 
 
-STARTING_POINTS: dict[str, StartingPointSource] = {}
+# Where the kinds of directory `init_from` reads are defined, as "module:attribute" (each a StartingPointSource).
+# An explicit list read here at lookup, so every command sees the same sources whatever it imported before; the
+# payload names interop's by string, as configs name task classes, so it imports no model-format code itself.
+STARTING_POINTS: tuple[str, ...] = ("tetraformer.interop.registry:HF_MODEL_DIRECTORY",)
 
 
-def register_starting_point(source: StartingPointSource) -> None:
-    """Let `init_from` read directories of this kind (tetraformer.interop registers Hugging Face's)."""
-    STARTING_POINTS[source.name] = source
+def starting_point_sources(names: tuple[str, ...] | None = None) -> list[StartingPointSource]:
+    """The sources STARTING_POINTS (or `names`) lists, imported now."""
+    sources = []
+    for name in STARTING_POINTS if names is None else names:
+        module, attribute = name.split(":")
+        sources.append(getattr(importlib.import_module(module), attribute))
+    return sources
 
 
-def directory_starting_point(path: Path) -> StartingPoint:
-    """(config, weights) from the first registered source that accepts the directory, else a clear error."""
-    for source in STARTING_POINTS.values():
+def directory_starting_point(path: Path, names: tuple[str, ...] | None = None) -> StartingPoint:
+    """(config, weights) from the first source of STARTING_POINTS (or `names`) that accepts the directory, else a
+    clear error."""
+    sources = starting_point_sources(names)
+    for source in sources:
         if source.accepts(path):
             return source.load(path)
-    kinds = " or ".join(STARTING_POINTS) or "a Hugging Face model directory"
-    message = f"{path}: cannot start a network from this directory; expected a Tetraformer .ckpt file or {kinds}"
-    if (path / "config.json").is_file():  # a Hugging Face directory, but no source reads it
-        message += " (it has a config.json: `import tetraformer.interop` to read Hugging Face model directories)"
-    raise CheckpointError(message)
+    kinds = " or ".join(source.name for source in sources) or "a Hugging Face model directory"
+    expected = f"expected a Tetraformer .ckpt file or {kinds}"
+    raise CheckpointError(f"{path}: cannot start a network from this directory; {expected}")

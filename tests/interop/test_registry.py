@@ -11,7 +11,7 @@ from torch import nn
 
 from tests.interop.text_checkpoints import state_dicts_equal
 from tetraformer.core import SequenceClassifier, TokenClassifier
-from tetraformer.interop import FAMILIES, HFModel, InteropError, architectures, export_class, load_hf, save_hf
+from tetraformer.interop import HFModel, InteropError, architectures, export_class, families, load_hf, save_hf
 from tetraformer.interop.convert import export_network
 from tetraformer.interop.registry import ExportChoice, export_name
 
@@ -52,7 +52,7 @@ TINY_LLAMA_CONFIGS = {  # the Llama family's members each have a config class of
 ARCHITECTURES = sorted(architectures())
 EXPORTS = sorted(
     (arch, export_name(key))
-    for spec in FAMILIES.values()
+    for spec in families().values()
     for key, export in spec.exports.items()
     for arch in (export.architectures if isinstance(export, ExportChoice) else (export,))
 )
@@ -70,17 +70,17 @@ def test_one_spec_per_family() -> None:
     """Five families, each architecture in exactly one of them, each a transformers class; a network type (on its
     backbone type) exports through one family only, or through an ExportChoice that picks its family by config
     (a CausalLM: GPT-2 with a learned table, the Llama family with rotary positions)."""
-    assert sorted(FAMILIES) == ["BERT", "GPT-2", "Llama", "T5", "ViT"]
-    heads = [c.architecture for spec in FAMILIES.values() for c in spec.heads]
+    assert sorted(families()) == ["BERT", "GPT-2", "Llama", "T5", "ViT"]
+    heads = [c.architecture for spec in families().values() for c in spec.heads]
     assert len(heads) == len(set(heads)) == len(ARCHITECTURES) >= 10
     assert all(hasattr(transformers, name) for name in heads)
-    for spec in FAMILIES.values():
+    for spec in families().values():
         assert callable(spec.config_from_hf) and callable(spec.config_to_hf)
         names = {c.architecture for c in spec.heads}
         exports = [e.architectures if isinstance(e, ExportChoice) else (e,) for e in spec.exports.values()]
         assert len(spec.exports) >= 1 and all(set(e) <= names for e in exports)
-    fixed = [t for spec in FAMILIES.values() for t, e in spec.exports.items() if not isinstance(e, ExportChoice)]
-    chosen = [t for spec in FAMILIES.values() for t, e in spec.exports.items() if isinstance(e, ExportChoice)]
+    fixed = [t for spec in families().values() for t, e in spec.exports.items() if not isinstance(e, ExportChoice)]
+    chosen = [t for spec in families().values() for t, e in spec.exports.items() if isinstance(e, ExportChoice)]
     assert len(fixed) == len(set(fixed)) and not set(fixed) & set(chosen)
 
 

@@ -10,7 +10,6 @@ import pytest
 import torch
 import transformers
 
-import tetraformer.interop  # noqa: F401  (registers Hugging Face directories as init_from sources, as the CLI does)
 from tests.interop.test_vit import make_hf, max_diff, pixels
 from tetraformer.core import ImageEncoder, SequenceClassifier
 from tetraformer.interop.convert import export_network

@@ -33,8 +33,6 @@ def launcher_path() -> str:
 
 def run_lightning(argv: list[str]) -> None:
     """Run a LightningCLI subcommand (it parses sys.argv, so the rewritten arguments go there)."""
-    import tetraformer.interop  # noqa: F401  (registers Hugging Face model directories as init_from sources)
-
     if argv and argv[0] == "fit":
         check_resumed_task(argv)  # before LightningCLI's own torch.load of the checkpoint
     sys.argv = [launcher_path(), *evaluation_args(argv)]

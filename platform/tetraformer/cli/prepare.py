@@ -15,7 +15,6 @@ log = logging.getLogger(__name__)
 
 def prepare_command(argv: list[str]) -> None:
     """Build the config's data for `fit` (tokenizer, token stores) and say where each store is."""
-    import tetraformer.interop  # noqa: F401  (Hugging Face model directories as init_from sources, as fit has)
     from tetraformer.cli.lightning_cli import build_cli
 
     sys.argv = ["tetraformer prepare"]  # the prog in usage lines; the arguments go as `args`

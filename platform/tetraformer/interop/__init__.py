@@ -1,34 +1,31 @@
 """Hugging Face checkpoints in and out: BERT, GPT-2, T5, ViT and the Llama family (Llama, Mistral, Qwen2, Qwen3)
 load into the core with identical outputs.
 
-Importing this package registers the five families and makes Hugging Face model directories a source
-that `init_from` reads (tetraformer.payload.STARTING_POINTS).
+The families are listed in `registry.FAMILY_MODULES` and imported when first asked for; Hugging Face model
+directories are a source `init_from` reads because `tetraformer.payload.STARTING_POINTS` names
+`registry.HF_MODEL_DIRECTORY`. Importing this package registers nothing.
 """
 
 from tetraformer.interop.errors import InteropError
 from tetraformer.interop.outputs import ModelOutput
 from tetraformer.interop.registry import (
-    FAMILIES,
     FamilySpec,
     HFModel,
     architectures,
     export_class,
+    families,
     load_hf,
-    register,
     save_hf,
 )
 
 __all__ = [
-    "FAMILIES",
     "FamilySpec",
     "HFModel",
     "InteropError",
     "ModelOutput",
     "architectures",
     "export_class",
+    "families",
     "load_hf",
-    "register",
     "save_hf",
 ]
-
-from tetraformer.interop import bert, gpt2, llama, t5, vit  # noqa: F401,E402  (registers the families)

@@ -44,7 +44,7 @@ from tetraformer.interop.mapping import (
     weight_and_bias,
 )
 from tetraformer.interop.outputs import ModelOutput
-from tetraformer.interop.registry import FamilySpec, HFModel, register
+from tetraformer.interop.registry import FamilySpec, HFModel
 
 log = logging.getLogger(__name__)
 
@@ -399,4 +399,3 @@ SPEC = FamilySpec(
         TokenClassifier: "BertForTokenClassification",
     },
 )
-register(SPEC)

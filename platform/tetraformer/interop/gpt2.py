@@ -28,7 +28,7 @@ from tetraformer.interop.mapping import (
     weight_and_bias,
 )
 from tetraformer.interop.outputs import ModelOutput
-from tetraformer.interop.registry import ExportChoice, FamilySpec, HFModel, register
+from tetraformer.interop.registry import ExportChoice, FamilySpec, HFModel
 
 # GPT2Config's defaults: what transformers assumes for an entry config.json leaves out
 DEFAULTS = dict(
@@ -221,4 +221,3 @@ SPEC = FamilySpec(
         )
     },
 )
-register(SPEC)

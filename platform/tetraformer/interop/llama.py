@@ -28,7 +28,7 @@ from tetraformer.interop.mapping import (
     resolve_tie,
 )
 from tetraformer.interop.outputs import ModelOutput
-from tetraformer.interop.registry import ExportChoice, FamilySpec, HFModel, register
+from tetraformer.interop.registry import ExportChoice, FamilySpec, HFModel
 
 # what transformers assumes for an entry config.json leaves out (the four configs agree on these)
 DEFAULTS: dict[str, Any] = dict(
@@ -285,4 +285,3 @@ SPEC = FamilySpec(
     load=load,
     exports={CausalLM: ExportChoice(tuple(VARIANTS), export_architecture)},
 )
-register(SPEC)

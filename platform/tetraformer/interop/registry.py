@@ -2,11 +2,13 @@
 
 Each family file (bert, gpt2, llama, t5, vit) has the same shape: `config_from_hf` / `config_to_hf`, its tensor
 rules, one HFModel class per architecture (head), a `load(cls, hf_config, weights, source)` function, and
-one `FamilySpec` registered at import.
+one `FamilySpec` named SPEC, listed in FAMILY_MODULES.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +18,7 @@ from torch import Tensor, nn
 from tetraformer.core.config import TransformerConfig
 from tetraformer.interop.errors import InteropError
 from tetraformer.interop.files import read_config, read_weights, write_model_dir
-from tetraformer.payload import StartingPoint, StartingPointSource, register_starting_point
+from tetraformer.payload import StartingPoint, StartingPointSource
 
 
 class HFModel(nn.Module):
@@ -74,17 +76,21 @@ class FamilySpec:
         return next(c for c in self.heads if c.architecture == architecture)
 
 
-FAMILIES: dict[str, FamilySpec] = {}
+# The families, by module: each `tetraformer.interop.<name>` defines its FamilySpec as SPEC. An explicit list read
+# when a family is first asked for, so what loads and exports never depends on which modules someone imported.
+FAMILY_MODULES: tuple[str, ...] = ("bert", "gpt2", "llama", "t5", "vit")
 
 
-def register(spec: FamilySpec) -> None:
-    """Make a family's architectures loadable and savable, and its core network types exportable."""
-    FAMILIES[spec.name] = spec
+@functools.cache
+def families() -> dict[str, FamilySpec]:
+    """Every family of FAMILY_MODULES by name (imported on first use)."""
+    specs = [importlib.import_module(f"tetraformer.interop.{name}").SPEC for name in FAMILY_MODULES]
+    return {spec.name: spec for spec in specs}
 
 
 def architectures() -> dict[str, FamilySpec]:
     """Every supported architecture and the family it belongs to."""
-    return {c.architecture: spec for spec in FAMILIES.values() for c in spec.heads}
+    return {c.architecture: spec for spec in families().values() for c in spec.heads}
 
 
 def family_of(architecture: str, source: str) -> FamilySpec:
@@ -105,12 +111,12 @@ def export_class(net: nn.Module) -> type[HFModel]:
     backbone = getattr(net, "backbone", None)
     keys: list[ExportKey] = [(type(net), type(backbone))] if isinstance(backbone, nn.Module) else []
     for key in [*keys, type(net)]:
-        for spec in FAMILIES.values():
+        for spec in families().values():
             architecture = spec.exports.get(key)
             architecture = architecture.pick(net) if isinstance(architecture, ExportChoice) else architecture
             if architecture is not None:
                 return spec.head(architecture)
-    known = ", ".join(dict.fromkeys(export_name(key) for spec in FAMILIES.values() for key in spec.exports))
+    known = ", ".join(dict.fromkeys(export_name(key) for spec in families().values() for key in spec.exports))
     raise InteropError(
         f"no Hugging Face export for this {export_name(keys[0] if keys else type(net))} network (exportable: {known})"
     )
@@ -148,10 +154,8 @@ def hf_starting_point(path: Path) -> StartingPoint:
     return core.cfg, core.state_dict()
 
 
-register_starting_point(
-    StartingPointSource(
-        name="a Hugging Face model directory (config.json and weights)",
-        accepts=lambda path: (path / "config.json").is_file(),
-        load=hf_starting_point,
-    )
+HF_MODEL_DIRECTORY = StartingPointSource(  # listed in tetraformer.payload.STARTING_POINTS
+    name="a Hugging Face model directory (config.json and weights)",
+    accepts=lambda path: (path / "config.json").is_file(),
+    load=hf_starting_point,
 )

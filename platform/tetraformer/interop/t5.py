@@ -16,7 +16,7 @@ from tetraformer.core import Seq2SeqLM, TransformerConfig
 from tetraformer.interop.errors import InteropError
 from tetraformer.interop.mapping import Rule, export_state, import_model, kept_config, require, resolve_tie
 from tetraformer.interop.outputs import ModelOutput
-from tetraformer.interop.registry import FamilySpec, HFModel, register
+from tetraformer.interop.registry import FamilySpec, HFModel
 
 # feed_forward_proj -> the core activation computing the same function, and back
 FFN_FROM_HF = {
@@ -267,4 +267,3 @@ SPEC = FamilySpec(
     load=load,
     exports={Seq2SeqLM: "T5ForConditionalGeneration"},
 )
-register(SPEC)

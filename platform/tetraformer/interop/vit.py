@@ -27,7 +27,7 @@ from tetraformer.interop.mapping import (
     weight_and_bias,
 )
 from tetraformer.interop.outputs import ModelOutput
-from tetraformer.interop.registry import FamilySpec, HFModel, register
+from tetraformer.interop.registry import FamilySpec, HFModel
 
 POSITIONS = "embeddings.position_embeddings"  # HF stores it as (1, 1 + N, D), ours is (1 + N, D)
 # what a core config must hold to be written as ViT
@@ -277,4 +277,3 @@ SPEC = FamilySpec(
     load=load,
     exports={ImageEncoder: "ViTModel", (SequenceClassifier, ImageEncoder): "ViTForImageClassification"},
 )
-register(SPEC)

@@ -11,7 +11,6 @@ import torch
 import transformers
 from torch import nn
 
-import tetraformer.interop  # noqa: F401  (registers Hugging Face directories, as the CLI does)
 from tetraformer.core import CausalLM, TransformerConfig
 from tetraformer.interop import load_hf
 from tetraformer.payload import CheckpointError, make_checkpoint, save_checkpoint
@@ -61,19 +60,18 @@ def test_load_network_of_a_checkpoint_without_task(tmp_path: Path) -> None:
         load_network(path)
 
 
-def test_training_alone_does_not_read_hugging_face_directories(tmp_path: Path) -> None:
-    """Without `import tetraformer.interop`, training never loads interop and an HF directory names the import."""
-    transformers.GPT2Config(n_layer=1).save_pretrained(tmp_path)
+def test_a_fresh_process_reads_hugging_face_directories_without_importing_interop(tmp_path: Path) -> None:
+    """Training code alone, in a new interpreter, starts from an HF directory: the source is found by name
+    (payload.STARTING_POINTS), not registered by whoever imported interop first."""
+    hf_config = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50)
+    transformers.GPT2LMHeadModel(hf_config).save_pretrained(tmp_path)
     code = (
         "import sys\n"
-        "from tetraformer.training.base.module import TaskModule\n"
+        "assert 'tetraformer.interop' not in sys.modules\n"
         "from tetraformer.training.checkpointing.loading import starting_point\n"
-        "try:\n"
-        f"    starting_point({str(tmp_path)!r})\n"
-        "except Exception as err:\n"
-        "    print(type(err).__name__, err)\n"
-        "print('interop loaded:', 'tetraformer.interop' in sys.modules)\n"
+        f"cfg, weights = starting_point({str(tmp_path)!r})\n"
+        "print('d_model', cfg.d_model, 'tensors', len(weights))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "CheckpointError" in done.stdout and "`import tetraformer.interop`" in done.stdout
-    assert "interop loaded: False" in done.stdout
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "d_model 32" in done.stdout

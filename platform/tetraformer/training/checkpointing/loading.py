@@ -124,8 +124,8 @@ def source_tokenizer(source: str | Path) -> Any:
 
 
 def starting_point(source: str | Path) -> StartingPoint:
-    """(config, network weights) of a Tetraformer checkpoint, or of a directory a registered source reads; a
-    checkpoint of LoRA adapters gives its base with the adapters merged."""
+    """(config, network weights) of a Tetraformer checkpoint, or of a directory a source of
+    payload.STARTING_POINTS reads; a checkpoint of LoRA adapters gives its base with the adapters merged."""
     path = Path(source)
     if path.is_dir():
         return directory_starting_point(path)
