@@ -27,6 +27,7 @@ from tetraformer.safe_loading import UnsafeCheckpointError, load_torch_file
 
 PAYLOAD_KEY = "tetraformer"
 DATA_SPEC_KEY = "data_spec"  # the payload's DataSpec state (older checkpoints keep labels etc. in "task")
+PRECISION_KEY = "precision"  # the Trainer precision the run trained with ("bf16-mixed"), kept on resume
 NETWORK_PREFIX = "net."  # where a TaskModule keeps its network in `state_dict`
 HF_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 

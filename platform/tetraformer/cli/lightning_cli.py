@@ -21,9 +21,10 @@ from tetraformer.cli.option_errors import (
     told_in_one_line,
     trainer_option_error,
 )
+from tetraformer.cli.precision import PlatformTrainer, chosen_precision
 from tetraformer.cli.quiet import quiet_unsharded_averaging
 from tetraformer.errors import ConfigError
-from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
+from tetraformer.payload import PAYLOAD_KEY, PRECISION_KEY, read_checkpoint
 from tetraformer.safe_loading import (
     TRUST_FLAG,
     TRUST_HELP,
@@ -119,12 +120,20 @@ class TetraformerCLI(LightningCLI):
         run: RunConfig = self._config_value("run")
         check_trainer_ranges(trainer_cfg)
         root = run_folder(trainer_cfg.get("default_root_dir") or ".", "--trainer.default_root_dir")
+        ckpt, resumed = None, {}  # the checkpoint a fit resumes and its payload
         if self.subcommand == "fit":  # `--ckpt_path last` before any last.ckpt: from scratch (a requeued job)
             self.config_init.fit.ckpt_path = resume_path(self.config_init.fit.ckpt_path, root / "checkpoints")
+            ckpt = resumed_checkpoint(self.config_init.fit.ckpt_path, root)
+            resumed = read_checkpoint(ckpt)[PAYLOAD_KEY] if ckpt is not None else {}
         kwargs["plugins"] = with_slurm_environment(with_atomic_io(trainer_cfg.get("plugins")))
+        kwargs["precision"] = chosen_precision(
+            trainer_cfg.get("precision"),
+            trainer_cfg.get("accelerator", "auto"),
+            resumed.get(PRECISION_KEY),
+            ckpt,
+        )
         if trainer_cfg.get("logger") in (None, True):
-            resumed = self._config_value("ckpt_path") if self.subcommand == "fit" else None
-            kwargs["logger"] = make_loggers(root, run, resumed_wandb_id(resumed, root))
+            kwargs["logger"] = make_loggers(root, run, resumed.get("wandb_run_id"))
         callbacks = list(trainer_cfg.get("callbacks") or [])
         saving = trainer_cfg.get("enable_checkpointing", True) is not False  # else Lightning refuses checkpointers
         # unless asked, a bar only on a terminal: Lightning's default one redraws and reads the loss every step
@@ -167,12 +176,11 @@ def arch_image_size(arch: Any) -> int | None:
     return getattr(getattr(arch, "init_args", arch), "image_size", None)
 
 
-def resumed_wandb_id(ckpt_path: str | None, root: Path) -> str | None:
-    """The W&B run id stored in the checkpoint a `fit --ckpt_path` resumes, so the W&B run continues too."""
+def resumed_checkpoint(ckpt_path: str | None, root: Path) -> Path | None:
+    """The checkpoint file a `fit --ckpt_path` resumes (its payload holds the W&B run id, so the W&B run continues
+    too, and the precision it trained in); None when there is none."""
     path = root / "checkpoints" / "last.ckpt" if ckpt_path == "last" else Path(ckpt_path) if ckpt_path else None
-    if path is None or not path.is_file():
-        return None
-    return read_checkpoint(path)[PAYLOAD_KEY].get("wandb_run_id")
+    return path if path is not None and path.is_file() else None
 
 
 def build_cli(argv: list[str], command: str, **options: Any) -> TetraformerCLI:
@@ -183,6 +191,7 @@ def build_cli(argv: list[str], command: str, **options: Any) -> TetraformerCLI:
         return TetraformerCLI(
             TaskModule,
             TaskDataModule,
+            trainer_class=PlatformTrainer,
             subclass_mode_model=True,
             subclass_mode_data=True,
             save_config_callback=LogConfigCallback,

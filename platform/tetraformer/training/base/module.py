@@ -24,7 +24,7 @@ from tetraformer.data.collate import IGNORE_INDEX
 from tetraformer.data.spec import DataSpec
 from tetraformer.errors import ConfigError, TetraformerError, probability
 from tetraformer.files import resolve_source
-from tetraformer.payload import DATA_SPEC_KEY, PAYLOAD_KEY, make_payload, plain
+from tetraformer.payload import DATA_SPEC_KEY, PAYLOAD_KEY, PRECISION_KEY, make_payload, plain
 from tetraformer.training.base.clipping import clip_with_norm
 from tetraformer.training.base.compile import compile_blocks
 from tetraformer.training.base.lora_runs import LoRARun
@@ -256,7 +256,8 @@ class TaskModule(L.LightningModule):
             )
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Store config, tokenizer, the data's spec and task settings; make hyper-parameters plain data."""
+        """Store config, tokenizer, the data's spec, task settings and the precision trained in; make hyper-parameters
+        plain data."""
         checkpoint[PAYLOAD_KEY] = make_payload(
             f"{type(self).__module__}.{type(self).__qualname__}",
             self.net.cfg,
@@ -264,6 +265,7 @@ class TaskModule(L.LightningModule):
             self.task_state(),
             wandb_run_id=next((lg.version for lg in self.loggers if isinstance(lg, WandbLogger)), None),
             **{DATA_SPEC_KEY: (self.spec or DataSpec()).state()},
+            **{PRECISION_KEY: str(self.trainer.precision) if self._trainer is not None else None},
         )
         self.lora.save(self, checkpoint)
         if "hyper_parameters" in checkpoint:
