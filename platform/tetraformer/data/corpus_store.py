@@ -28,7 +28,6 @@ from tetraformer.data.token_store import (
     TokenStore,
     prepare_store,
     store_folder,
-    token_dtype,
     wait_for_store,
 )
 from tetraformer.data.token_stream import Encode, Piece, Progress, batch_encoder, batches, corpus_pieces
@@ -51,11 +50,10 @@ def corpus_store(
     `num_proc` processes), else waited for."""
     paths = resolve_files(files)
     key = corpus_key(paths, tokenizer, options)
-    dtype = token_dtype(len(tokenizer))
     if not build:
         return wait_for_store(store_folder(cache_dir, name, key))
     write = partial(write_corpus, paths=paths, tokenizer=tokenizer, options=options, num_proc=num_proc)
-    return prepare_store(cache_dir, name, key, dtype, write)
+    return prepare_store(cache_dir, name, key, len(tokenizer), write)
 
 
 def corpus_key(paths: list[Path], tokenizer: Any, options: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from tetraformer.data.token_store import (
     TokenStore,
     prepare_store,
     store_folder,
-    token_dtype,
     wait_for_store,
 )
 from tetraformer.data.token_stream import Encode, Piece, batch_encoder, batches
@@ -44,9 +43,12 @@ def held_out_store(
     key = {**corpus_key(paths, tokenizer, options), "held_out_documents": n_documents}
     if not build:
         return wait_for_store(store_folder(cache_dir, name, key))
-    dtype = token_dtype(len(tokenizer))
     return prepare_store(
-        cache_dir, name, key, dtype, lambda writer: write_held_out(writer, paths, tokenizer, options, n_documents)
+        cache_dir,
+        name,
+        key,
+        len(tokenizer),
+        lambda writer: write_held_out(writer, paths, tokenizer, options, n_documents),
     )
 
 

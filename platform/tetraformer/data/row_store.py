@@ -12,7 +12,9 @@ A store is a folder `CACHE_DIR/NAME-HASH/` with one `save_to_disk` folder per ta
 files' identity (path, size, mtime), the tokenizer's content and every task option that changes the rows, never
 the batch size. It is built in a hidden temporary folder and renamed into place (token_store.py's pieces), so a
 build killed half-way leaves nothing that is reused; a later run with the same key reuses it ("reusing ..."), a
-changed key builds a new one and logs which keys changed.
+changed key builds a new one and logs which keys changed. As a token store's, the manifest records each file's
+content checksum and the largest id of the id columns: a store whose files differ, whose ids pass the tokenizer's
+vocabulary or that has no manifest is built again, with one warning.
 """
 
 from __future__ import annotations
@@ -20,18 +22,21 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tetraformer.data.errors import DataError
 from tetraformer.data.files import file_identities
+from tetraformer.data.store_integrity import checksum_damage, folder_checksums, partial_folder, remove_stale_partials
 from tetraformer.data.token_store import (
     MANIFEST,
     move_into_place,
+    read_manifest,
+    remove_damaged,
     store_folder,
     wait_for_store,
     why_new,
@@ -86,19 +91,23 @@ def row_store(
     build: Build,
     cache_dir: str | Path | None = None,
     build_here: bool = True,
+    id_columns: Sequence[str] = (),
 ) -> RowStore:
     """The store of `files` tokenized with `tokenizer` under `options`: reused when built, else built now when
-    `build_here` (logging why), else waited for (another rank builds it)."""
+    `build_here` (logging why), else waited for (another rank builds it). The lists in `id_columns` hold token ids,
+    checked against the tokenizer's vocabulary."""
     key = row_key(files, tokenizer, options)
     folder = store_folder(cache_dir, name, key)
+    vocab_size = len(tokenizer) if tokenizer is not None else None
     if not build_here:
-        return wait_for_store(folder, opener=open_row_store)
-    store = open_row_store(folder, repair=True)
+        return wait_for_store(folder, opener=lambda found: open_row_store(found, vocab_size=vocab_size))
+    remove_stale_partials(folder.parent)
+    store = open_row_store(folder, repair=True, vocab_size=vocab_size)
     if store is not None:
         logger.info("reusing the row store %s (%s rows)", folder, f"{store.n_rows:,}")
         return store
     logger.info("building the row store %s: %s", folder, why_new(folder.parent, name, key))
-    return build_row_store(folder, key, build)
+    return build_row_store(folder, key, build, tuple(id_columns), vocab_size)
 
 
 def row_key(files: list[Path], tokenizer: Any, options: dict[str, Any]) -> dict[str, Any]:
@@ -108,44 +117,50 @@ def row_key(files: list[Path], tokenizer: Any, options: dict[str, Any]) -> dict[
     }
 
 
-def open_row_store(folder: Path, repair: bool = False) -> RowStore | None:
-    """The store in `folder`, or None when it is not built; a damaged one is removed when `repair` (logged)."""
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+def open_row_store(folder: Path, repair: bool = False, vocab_size: int | None = None) -> RowStore | None:
+    """The store in `folder` (its ids below `vocab_size` when given), or None when it is not built; a damaged one
+    is removed when `repair` (one warning)."""
+    if not folder.is_dir():
         return None
-    missing = [name for name in manifest.get("tables", {}) if not _saved_table(folder / name)]
-    if not missing:
+    manifest = read_manifest(folder)
+    damage = "it has no readable manifest.json" if manifest is None else _damage(folder, manifest, vocab_size)
+    if damage is None:
         return RowStore(folder, manifest)
     if repair:
-        logger.warning("the row store %s is damaged (no whole table %s): building it again", folder, missing[0])
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_damaged(folder, "row", damage)
     return None
 
 
-def _saved_table(folder: Path) -> bool:
-    """Whether a `save_to_disk` folder has its state and every data file it lists."""
-    try:
-        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return False
-    return all((folder / f["filename"]).is_file() for f in state.get("_data_files", []))
+def _damage(folder: Path, manifest: dict[str, Any], vocab_size: int | None) -> str | None:
+    """What is wrong with a row store's files (against their checksums) or ids (against the vocabulary), or None."""
+    max_id = manifest.get("max_id")
+    if vocab_size is not None and max_id is not None and max_id >= vocab_size:
+        return f"its ids reach {max_id}, past the tokenizer's {vocab_size} entries"
+    return checksum_damage(folder, manifest.get("checksums"), skip=(MANIFEST,))
 
 
-def build_row_store(folder: Path, key: dict[str, Any], build: Build) -> RowStore:
-    """Build the tables into a hidden temporary folder beside `folder`, then rename it into place."""
-    partial = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".partial-{folder.name}-"))
+def build_row_store(
+    folder: Path, key: dict[str, Any], build: Build, id_columns: tuple[str, ...] = (), vocab_size: int | None = None
+) -> RowStore:
+    """Build the tables into a hidden temporary folder beside `folder`, then rename it into place; ids of
+    `id_columns` past `vocab_size` are a DataError."""
+    partial = partial_folder(folder)
     start = time.monotonic()
     try:
         scratch = partial / ".scratch"
         scratch.mkdir()
         tables = build(scratch)
+        max_id = largest_id(tables, id_columns)
+        if vocab_size is not None and max_id is not None and max_id >= vocab_size:
+            raise DataError(f"the tokenizer gave id {max_id}, past its own {vocab_size} entries")
         for name, table in tables.items():
             table.save_to_disk(str(partial / name))
         shutil.rmtree(scratch)
         manifest = {
             "key": key,
             "tables": {name: len(table) for name, table in tables.items()},
+            "max_id": max_id,
+            "checksums": folder_checksums(partial),
             "built": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "build_seconds": round(time.monotonic() - start, 3),
         }
@@ -153,6 +168,20 @@ def build_row_store(folder: Path, key: dict[str, Any], build: Build) -> RowStore
         return move_into_place(partial, folder, open_row_store)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+
+
+def largest_id(tables: Tables, id_columns: tuple[str, ...]) -> int | None:
+    """The largest value in the id lists of `id_columns` of every table that has them (None: no ids)."""
+    import pyarrow.compute as pc
+
+    found = [
+        pc.max(pc.list_flatten(table.data.column(column))).as_py()
+        for table in tables.values()
+        for column in id_columns
+        if column in table.column_names
+    ]
+    found = [value for value in found if value is not None]
+    return max(found) if found else None
 
 
 def tokenize_rows(

@@ -5,7 +5,9 @@ A store is a folder `CACHE_DIR/NAME-HASH/` holding `tokens.bin` (the ids, uint16
 `manifest.json` (the key, dtype and counts). HASH is a digest of the key: whatever changes the tokens (the source
 files' identity, the tokenizer's content, the reading options), never how they are cut into batches. It is built
 in a hidden temporary folder and renamed into place when complete, so a build killed half-way leaves nothing that
-is reused; a store whose files are shorter or longer than its manifest says is removed and built again.
+is reused (its folder is removed by a later build, data/store_integrity.py). The manifest records each file's
+content checksum and the largest id: a store whose files differ from their checksums, whose ids pass the
+tokenizer's vocabulary or that has no manifest is removed and built again, with one warning.
 
 Nanogpt's `prepare.py` writes such a uint16 memory map too; `datasets.map` caches Arrow tables, which holds
 variable-length rows with offsets that LM blocks, cut across documents, do not need.
@@ -28,6 +30,12 @@ from typing import IO, Any
 import numpy as np
 
 from tetraformer.data.errors import DataError
+from tetraformer.data.store_integrity import (
+    checksum_damage,
+    new_hash,
+    partial_folder,
+    remove_stale_partials,
+)
 from tetraformer.errors import ConfigError
 from tetraformer.files import cache_root
 
@@ -100,15 +108,26 @@ class StoreWriter:
     def __init__(self, folder: Path, dtype: np.dtype) -> None:
         self.dtype = dtype
         self.n_tokens = self.n_documents = 0
+        self.max_id: int | None = None  # the largest id written
         self._tokens: IO[bytes] = open(folder / TOKENS, "wb")  # noqa: SIM115 - closed by close()
         self._ends: IO[bytes] = open(folder / DOC_ENDS, "wb")  # noqa: SIM115
+        self._hashes = {TOKENS: new_hash(), DOC_ENDS: new_hash()}
 
     def write(self, ids: np.ndarray, doc_ends: np.ndarray) -> None:
         """Append ids (of the store's dtype) and the ends of the documents they complete (offsets within `ids`)."""
-        np.asarray(doc_ends, np.int64).__add__(self.n_tokens).tofile(self._ends)
-        np.asarray(ids, self.dtype).tofile(self._tokens)
+        ends = np.ascontiguousarray(np.asarray(doc_ends, np.int64) + self.n_tokens)
+        ids = np.ascontiguousarray(np.asarray(ids, self.dtype))
+        for name, handle, values in ((DOC_ENDS, self._ends, ends), (TOKENS, self._tokens, ids)):
+            self._hashes[name].update(values)
+            values.tofile(handle)
+        if len(ids):
+            self.max_id = max(self.max_id or 0, int(ids.max()))
         self.n_tokens += len(ids)
         self.n_documents += len(doc_ends)
+
+    def checksums(self) -> dict[str, str]:
+        """The content checksum of each file written."""
+        return {name: digest.hexdigest() for name, digest in self._hashes.items()}
 
     def close(self) -> None:
         """Flush the files to disk and close them."""
@@ -122,16 +141,18 @@ Build = Callable[[StoreWriter], dict[str, Any]]  # writes the ids; returns extra
 
 
 def prepare_store(
-    cache_dir: str | Path | None, name: str, key: dict[str, Any], dtype: np.dtype, build: Build
+    cache_dir: str | Path | None, name: str, key: dict[str, Any], vocab_size: int, build: Build
 ) -> TokenStore:
-    """The store of `key` under `cache_dir`: reused when it is there and whole, else built now (logging why)."""
+    """The store of `key` (ids below `vocab_size`) under `cache_dir`: reused when it is there and whole, else
+    built now (logging why)."""
     folder = store_folder(cache_dir, name, key)
-    store = open_store(folder, repair=True)
+    remove_stale_partials(folder.parent)
+    store = open_store(folder, repair=True, vocab_size=vocab_size)
     if store is not None:
         logger.info("reusing the token store %s (%s tokens)", folder, f"{store.n_tokens:,}")
         return store
     logger.info("building the token store %s: %s", folder, why_new(folder.parent, name, key))
-    return build_store(folder, key, dtype, build)
+    return build_store(folder, key, vocab_size, build)
 
 
 def store_folder(cache_dir: str | Path | None, name: str, key: dict[str, Any]) -> Path:
@@ -139,47 +160,70 @@ def store_folder(cache_dir: str | Path | None, name: str, key: dict[str, Any]) -
     return writable_cache(cache_dir) / f"{name}-{key_digest(key)}"
 
 
-def open_store(folder: Path, repair: bool = False) -> TokenStore | None:
-    """The store in `folder`, or None when it is not built; a damaged one is removed when `repair` (logged)."""
+def open_store(folder: Path, repair: bool = False, vocab_size: int | None = None) -> TokenStore | None:
+    """The store in `folder` (its ids below `vocab_size` when given), or None when it is not built; a damaged one
+    is removed when `repair` (one warning)."""
+    if not folder.is_dir():
+        return None
+    manifest = read_manifest(folder)
+    store = TokenStore(folder, manifest) if manifest is not None else None
+    damage = "it has no readable manifest.json" if store is None else damaged(store, vocab_size)
+    if damage is None:
+        return store
+    if repair:
+        remove_damaged(folder, "token", damage)
+    return None
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    """A store folder's manifest, or None when it has none (or it is not JSON)."""
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-    store = TokenStore(folder, manifest)
-    damage = damaged(store)
-    if damage is None:
-        return store
-    if repair:
-        logger.warning("the token store %s is damaged (%s): building it again", folder, damage)
-        shutil.rmtree(folder, ignore_errors=True)
-    return None
+    return manifest if isinstance(manifest, dict) else None
 
 
-def damaged(store: TokenStore) -> str | None:
-    """What is wrong with a store's files compared with its manifest, or None."""
+def remove_damaged(folder: Path, kind: str, damage: str) -> None:
+    """Remove a damaged store folder, saying why in one warning."""
+    logger.warning("the %s store %s is damaged (%s): building it again", kind, folder, damage)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def damaged(store: TokenStore, vocab_size: int | None = None) -> str | None:
+    """What is wrong with a store's files compared with its manifest (sizes, then content checksums), or with its
+    ids against a vocabulary of `vocab_size`; None when nothing is."""
     expected = {TOKENS: store.n_tokens * store.dtype.itemsize, DOC_ENDS: int(store.manifest["n_documents"]) * 8}
     for name, size in expected.items():
         path = store.path / name
         found = path.stat().st_size if path.is_file() else None
         if found != size:
             return f"{name} has {'no file' if found is None else f'{found} bytes'}, its manifest says {size} bytes"
-    return None
+    max_id = store.manifest.get("max_id")
+    if vocab_size is not None and max_id is not None and max_id >= vocab_size:
+        return f"its ids reach {max_id}, past the tokenizer's {vocab_size} entries"
+    return checksum_damage(store.path, store.manifest.get("checksums"), skip=(MANIFEST,))
 
 
-def build_store(folder: Path, key: dict[str, Any], dtype: np.dtype, build: Build) -> TokenStore:
-    """Build into a hidden temporary folder beside `folder`, then rename it into place (atomically)."""
-    partial = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".partial-{folder.name}-"))
+def build_store(folder: Path, key: dict[str, Any], vocab_size: int, build: Build) -> TokenStore:
+    """Build into a hidden temporary folder beside `folder`, then rename it into place (atomically); ids past
+    `vocab_size` are a DataError."""
+    partial = partial_folder(folder)
     try:
-        writer = StoreWriter(partial, dtype)
+        writer = StoreWriter(partial, token_dtype(vocab_size))
         try:
             extra = build(writer)
         finally:
             writer.close()
+        if writer.max_id is not None and writer.max_id >= vocab_size:
+            raise DataError(f"the tokenizer gave id {writer.max_id}, past its own {vocab_size} entries")
         manifest = {
             "key": key,
-            "dtype": dtype.name,
+            "dtype": writer.dtype.name,
             "n_tokens": writer.n_tokens,
             "n_documents": writer.n_documents,
+            "max_id": writer.max_id,
+            "checksums": writer.checksums(),
             "built": time.strftime("%Y-%m-%dT%H:%M:%S"),
             **extra,
         }
@@ -191,16 +235,20 @@ def build_store(folder: Path, key: dict[str, Any], dtype: np.dtype, build: Build
 
 def move_into_place(partial: Path, folder: Path, opener: Callable[[Path], Any] | None = None) -> Any:
     """Rename a built folder to its name and open it (`opener`, a token store's by default); when another process
-    got there first, use its store."""
+    got there first, use its store; a damaged folder in the way is removed first."""
     opener = opener or open_store
-    try:
-        os.rename(partial, folder)
-    except OSError:
-        store = opener(folder)
-        if store is None:
-            raise
-        logger.info("another process built %s first: using it", folder)
-        return store
+    for attempt in range(2):
+        try:
+            os.rename(partial, folder)
+            break
+        except OSError:
+            store = opener(folder)
+            if store is not None:
+                logger.info("another process built %s first: using it", folder)
+                return store
+            if attempt:
+                raise
+            opener(folder, repair=True)
     store = opener(folder)
     assert store is not None, folder
     return store

@@ -136,6 +136,7 @@ class TextDataModule(TaskDataModule):
                 lambda scratch: self.build_rows(split, path, scratch),
                 self.cache_dir,
                 build_here,
+                id_columns=self.token_columns,
             )
         return self._row_stores[split, path]
 
