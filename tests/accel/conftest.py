@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.accel.fakes import pretend_exact
 from tests.threads import single_thread
 from tetraformer.accel import chooser
 
@@ -15,7 +16,7 @@ __all__ = ["single_thread", "prefer"]
 @pytest.fixture
 def prefer(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Callable[[str], list[str]]:
     """prefer(*names): the measured-choice chooser finds the candidates called `names` fastest everywhere (a fake
-    timer, nothing runs); returns the list of keys it was asked to time."""
+    timer, nothing timed, every candidate taken as exact); returns the list of keys it was asked to time."""
 
     def install(*names: str) -> list[str]:
         keys: list[str] = []
@@ -24,7 +25,8 @@ def prefer(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Callable[[str], list[st
             keys.append(key)
             return 1e-3 if candidate in names else 5e-3
 
-        monkeypatch.setattr(chooser, "CHOOSER", chooser.LayoutChooser(timer, tmp_path / "layouts.json"))
+        picker = chooser.LayoutChooser(timer, tmp_path / "layouts.json", exact=pretend_exact)
+        monkeypatch.setattr(chooser, "CHOOSER", picker)
         return keys
 
     return install

@@ -1,4 +1,5 @@
-"""Helpers of the accel tests: a timer that runs nothing, and bf16 closeness."""
+"""Helpers of the accel tests: a timer that runs nothing, a pretence that every candidate is exact, bf16
+closeness."""
 
 from __future__ import annotations
 
@@ -25,3 +26,9 @@ def fake_timer(fastest: dict[str, str], calls: list[tuple[str, str]] | None = No
 def bf16_close(ours: torch.Tensor, ref: torch.Tensor) -> None:
     """Equal up to the last bf16 bit: kernels of different layouts may accumulate in a different order."""
     torch.testing.assert_close(ours.float(), ref.float(), rtol=2**-7, atol=2**-7 * ref.float().abs().max().item())
+
+
+def pretend_exact(result: object, default: object) -> bool:
+    """Every candidate gives the default's result: for tests of how the timing chooses (on any CPU, whatever its
+    kernels sum like); the exactness rule itself is tested with the real comparison."""
+    return True

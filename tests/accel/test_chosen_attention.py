@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 from torch.testing import assert_close
 
+from tests.accel.fakes import pretend_exact
 from tetraformer.accel import attention_kernels as kernels
 from tetraformer.accel import chosen_attention as CHOSEN
 from tetraformer.accel.chooser import ROUNDS, LayoutChooser
@@ -33,7 +34,9 @@ def measured(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def chooser(timer: Callable[..., float], path: Path) -> LayoutChooser:
     """The attention chooser's settings with this timer and file."""
-    return LayoutChooser(timer, path, machine=lambda: MACHINE, name=path.name, margin=CHOSEN.MARGIN)
+    return LayoutChooser(
+        timer, path, machine=lambda: MACHINE, name=path.name, margin=CHOSEN.MARGIN, exact=pretend_exact
+    )
 
 
 def never(key: str, name: str, call: object, best: float) -> float:
@@ -64,9 +67,11 @@ def qk(t: int = 8, s: int = 8, training: bool = False) -> tuple[Tensor, Tensor]:
     return torch.randn(2, 2, t, 16, requires_grad=training), torch.randn(2, 2, s, 16, requires_grad=training)
 
 
-def chosen(q: Tensor, k: Tensor, mask: Tensor | None = None, causal: bool = False, layers: int = 1) -> str:
-    """The kernel chosen for a call of these shapes."""
-    return choose(q, k, mask, causal, 0.25, 0.0, layers)
+def chosen(
+    q: Tensor, k: Tensor, mask: Tensor | None = None, causal: bool = False, layers: int = 1, setting: str = "auto"
+) -> str:
+    """The kernel chosen for a call of these shapes, on a layer whose attention setting is `setting`."""
+    return choose(q, k, mask, causal, 0.25, 0.0, layers, setting)
 
 
 @pytest.mark.parametrize("fastest", kernels.CANDIDATES["cpu"])
@@ -184,18 +189,18 @@ def test_decoding_steps_add_no_timing_to_the_prompt(timings: Timings, token_ids:
 def test_quadratic_kernels_are_neither_timed_nor_used_beyond_the_budget(
     timings: Timings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, training: bool
 ) -> None:
-    """With no memory budget only SDPA is timed, and math or eager, even cached or forced, give way to SDPA."""
+    """With no memory budget only SDPA is a candidate (so nothing is timed), and math or eager, even cached or
+    forced, give way to SDPA."""
     monkeypatch.setattr(kernels, "budget", lambda device: 0)
     timed = timings(math=0.1, eager=0.1)
     q, k = qk(training=training)
     assert chosen(q, k) == "sdpa"
-    assert [name for _, name in timed] == ["sdpa"] * ROUNDS
+    assert timed == []
     bias = torch.zeros(1, 2, 8, 8)
     key = kernels.choice_key(q, k, bias, False, 0.0, training)
     (tmp_path / "attention_kernels.json").write_text(json.dumps({MACHINE: {key: "math"}}))
     assert chosen(q, k, bias) == "sdpa"
-    monkeypatch.setenv("TETRAFORMER_ATTENTION", "eager")
-    assert chosen(q, k) == "sdpa"
+    assert chosen(q, k, setting="eager") == "sdpa"
 
 
 def test_quadratic_kernels_are_eligible_within_the_budget(timings: Timings, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -225,11 +230,22 @@ def test_a_cached_kernel_that_does_not_fit_never_runs(
 
 
 def test_an_unknown_forced_kernel_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    """TETRAFORMER_ATTENTION names auto or a kernel; the error lists them."""
+    """TETRAFORMER_ATTENTION names auto or a kernel; the error (one line) lists them."""
     monkeypatch.setenv("TETRAFORMER_ATTENTION", "bogus")
-    with pytest.raises(ValueError, match="TETRAFORMER_ATTENTION") as error:
-        chosen(*qk())
+    with pytest.raises(ConfigError, match="TETRAFORMER_ATTENTION") as error:
+        layer()
     assert all(name in str(error.value) for name in ("auto", *kernels.KERNELS))
+
+
+def test_a_faster_kernel_that_differs_from_sdpa_is_not_chosen(
+    timings: Timings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the real comparison, a kernel whose outputs or gradients differ from SDPA's in any bit is never timed
+    nor chosen, however fast the timer says it is: on a CPU, math and eager sum in other orders than SDPA's."""
+    timed = timings(eager=0.01, math=0.01)
+    monkeypatch.setattr(CHOSEN.CHOOSER, "exact", LayoutChooser().exact)
+    assert chosen(*qk(t=16, s=16, training=True)) == "sdpa"
+    assert timed == []
 
 
 def test_the_context_restores_stock_layers(tiny_model: Callable[..., nn.Module]) -> None:
@@ -304,9 +320,8 @@ def test_forced_kernels_give_the_stock_models_logits_and_gradients(
     family, overrides, padded = CASES[case]
     stock = tiny_model(family, **overrides).to(torch.bfloat16 if precision == "bf16" else torch.float32).train()
     ours = copy.deepcopy(stock)
-    assert len(use_chosen_attention(ours)) > 0 and list(ours.state_dict()) == list(stock.state_dict())
+    assert len(use_chosen_attention(ours, kernel)) > 0 and list(ours.state_dict()) == list(stock.state_dict())
     monkeypatch.setattr(CHOSEN, "CHOOSER", chooser(never, tmp_path / "attention_kernels.json"))
-    monkeypatch.setenv("TETRAFORMER_ATTENTION", kernel)
     args, kw = model_inputs(family, padded, token_ids)
     autocast = precision == "bf16-autocast"
     expected = logits_and_grads(stock, args, kw, autocast)
@@ -340,6 +355,6 @@ def test_a_choice_asked_for_while_another_is_timed_does_not_wait_on_its_own_lock
     """The file lock is held once per process: a pick made inside another's candidates returns."""
     picker = chooser(lambda key, name, call, best: 1.0, tmp_path / "attention_kernels.json")
     inner = lambda: {"sdpa": lambda: None, "eager": lambda: None}  # noqa: E731
-    outer = lambda: {"sdpa": lambda: None, "inner": picker.pick("inner key", "sdpa", inner)}  # noqa: E731
+    outer = lambda: {"sdpa": lambda: None, "inner": lambda: picker.pick("inner key", "sdpa", inner)}  # noqa: E731
     assert picker.pick("outer key", "sdpa", outer) == "sdpa"
     assert set(json.loads((tmp_path / "attention_kernels.json").read_text())[MACHINE]) == {"outer key", "inner key"}

@@ -35,8 +35,8 @@ def global_state() -> dict[str, Any]:
 def test_choosing_on_a_cold_cache_draws_nothing_from_the_global_rng(
     autocast: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """Every kind of choice (bf16 layouts, packed weights, the one-row head copy, the LM loss's path in training
-    and in inference), timed for real on an empty cache, leaves the RNG state, threads, grad mode and autocast
+    """Every kind of timed choice (bf16 layouts, packed weights, the one-row head copy), made for real on an empty
+    cache, and the LM loss in training and in inference, leave the RNG state, threads, grad mode and autocast
     state as they were."""
     path = tmp_path / "layouts.json"
     monkeypatch.setattr(chooser, "CHOOSER", LayoutChooser(path=path))  # the real timer
@@ -55,7 +55,7 @@ def test_choosing_on_a_cold_cache_draws_nothing_from_the_global_rng(
             lm_loss(head, h, targets)
             assert_unchanged(inside, global_state())
         after = global_state()
-    assert len(json.loads(path.read_text())[machine_key()]) >= 7  # everything was timed (bf16: the head's layouts too)
+    assert len(json.loads(path.read_text())[machine_key()]) >= 5  # every choice made (bf16: the head's layouts too)
     assert_unchanged(before, after)
 
 

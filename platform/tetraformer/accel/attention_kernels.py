@@ -155,7 +155,8 @@ def timed_calls(
 ) -> dict[str, Callable[[], object]]:
     """One call per kernel that can take these inputs, on probe values of their shapes and memory layouts (the
     heads of a fused projection are strided views, which some kernels must copy): the forward, and in training the
-    backward too. Any dropout draws from a forked random stream; the global one is untouched."""
+    backward too; each returns its output (and the q, k, v gradients), so that the chooser can tell which give SDPA's
+    result bit for bit. Any dropout draws from a forked random stream; the global one is untouched."""
     device, dtype, kv_shape = q.device, q.dtype, (*q.shape[:2], *k.shape[2:])  # keys with every query head
     qp, kp, vp = (probe_like(real, shape, dtype) for real, shape in ((q, q.shape), (k, kv_shape), (k, kv_shape)))
     grad = probe(*q.shape, dtype=dtype).to(device)
@@ -163,15 +164,14 @@ def timed_calls(
     for t in (qp, kp, vp):
         t.requires_grad_(training)
 
-    def run(kernel: Kernel) -> None:
+    def run(kernel: Kernel) -> tuple[Tensor, ...]:
         forked = torch.random.fork_rng(devices=[device] if device.type == "cuda" else [])
         with forked, own_saved_tensors(), torch.enable_grad() if training else nullcontext():
-            y = kernel(qp, kp, vp, mask, causal, scale, dropout)
-            if training:
-                torch.autograd.backward(y, grad)
-                qp.grad = kp.grad = vp.grad = None
+            y = kernel(qp, kp, vp, mask, causal, scale, dropout)  # (B, H, T, Dh)
+            grads = torch.autograd.grad(y, (qp, kp, vp), grad) if training else ()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
+        return (y.detach(), *grads)
 
     calls = {}
     for name in names:

@@ -2,14 +2,17 @@
 
 oneDNN's bf16 kernels differ by CPU. Without native bf16 units (AVX2) `A.T @ B` (A, B row-major) runs 10-20x
 faster than the `x @ W.T` and `g @ W` nn.Linear issues; with AVX-512 BF16 every layout runs alike and the
-copies a re-laid operand needs are pure cost. So each product of a Linear (forward, input gradient, weight
-gradient) is timed in its candidate layouts the first time its shape is seen, the fastest is kept, and the
-choices go to a JSON file keyed by the machine, so later runs on it skip the timing.
-Candidates are timed on values from a private generator: a run's random stream (so its dropout masks and data
-order) is the same whether the cache held a choice or not.
+copies a re-laid operand needs are pure cost. Which of the two a run takes changes its numbers, so it is a rule
+(accel/numerics.py: `transposed` without native bf16, else `natural`), never a timing. Within `natural`, each
+product of a Linear (forward, input gradient, weight gradient) is timed in those candidate layouts whose results
+equal nn.Linear's bit for bit (on probes at the call's rows and at both ends of its bucket) the first time its
+shape is seen, the fastest is kept, and the choices go to a JSON file keyed by the machine, so later runs on it
+skip the timing. Candidates are timed on values from a private generator: a run's random stream (so its dropout
+masks and data order) is the same whether the cache held a choice or not.
 
 A layout names the memory order of A and B in `A @ B`: "r" row-major (contiguous), "c" column-major (a
-contiguous transpose). The math is the same in every layout; only the kernel oneDNN picks changes.
+contiguous transpose). The math is the same in every layout; the kernel oneDNN picks, and so the order it sums
+in, may change.
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ Product = Literal["fwd", "dx", "dw"]  # y = x W^T; grad_x = g W; grad_w = g^T x
 NATURAL: dict[str, str] = {"fwd": "rc", "dx": "rr", "dw": "cr"}  # the layouts nn.Linear's operands come in
 TRANSPOSED = "cr"  # `A.T @ B`: the layout AVX2's bf16 kernels favour
 CANDIDATES: dict[str, tuple[str, ...]] = {p: tuple(dict.fromkeys((NATURAL[p], "cr", "rc"))) for p in NATURAL}
-MODES = ("auto", "natural", "transposed")  # TETRAFORMER_BF16_LAYOUT: time them, or force one
 PRUNE = 3.0  # a candidate whose first call is this many times the best so far is not timed further
 MARGIN = 1.1  # a candidate must beat the default (natural layout) by this factor: copies and noise cost too
 CALLS = 3  # timed runs per candidate and pass (after one untimed warm-up call); the fastest counts
@@ -50,6 +52,7 @@ ISA_FLAGS = (  # the instruction sets oneDNN's kernels choose by: x86 (/proc/cpu
 )
 Shape = tuple[int, int, int]  # (M, N, K) of a Linear: M rows of N inputs, K outputs
 Timer = Callable[[str, str, Callable[[], object], float], float]  # (key, candidate, its call, best so far) -> s
+Calls = dict[str, Callable[[], object]]  # candidate -> a call returning its result (a tensor, or a tuple of them)
 
 
 def as_layout(t: Tensor, order: str) -> Tensor:
@@ -101,6 +104,24 @@ def layout_calls(product: str, shape: Shape) -> dict[str, Callable[[], Tensor]]:
     """One call per candidate layout of a product, on operands of the shape."""
     a, b = operands(product, shape)
     return {layout: functools.partial(matmul, a, b, layout) for layout in CANDIDATES[product]}
+
+
+def layout_results(product: str, shape: Shape) -> dict[str, tuple[Tensor, ...]]:
+    """Each candidate layout's products at the shape's rows and at the first and last rows of its bucket: a kernel
+    may sum in another order at other rows, and every call in the bucket takes the bucket's choice."""
+    m, n, k = shape
+    rows = sorted({m, bucket(m) // 2 + 1, bucket(m)})
+    calls = [layout_calls(product, (r, n, k)) for r in rows]
+    return {layout: tuple(c[layout]() for c in calls) for layout in CANDIDATES[product]}
+
+
+def same(a: object, b: object) -> bool:
+    """Whether two results are equal bit for bit: tensors by torch.equal (dtype and shape too), tuples item by item."""
+    if isinstance(a, tuple | list) and isinstance(b, tuple | list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    return a is None and b is None
 
 
 def bucket(m: int) -> int:
@@ -159,37 +180,52 @@ def cpu_model() -> str:
 
 def cache_path() -> Path:
     """The layout cache file: $TETRAFORMER_CACHE_DIR, else $XDG_CACHE_HOME/tetraformer, else ~/.cache/tetraformer."""
-    return cache_root() / "matmul_layouts.json"
+    return cache_root() / CHOOSER.name
 
 
 class LayoutChooser:
-    """Picks the fastest of a few equivalent ways to compute something, by timing them once per key on this
-    machine; remembers the picks in a file. LayoutLinear's bf16 products are its main user; the attention kernels
-    and the MFU peak (a measured rate, `measured`) keep theirs the same way, each in a file of its own."""
+    """Picks the fastest of a few ways to compute something that give the default's result bit for bit, by timing
+    them once per key on this machine; remembers the picks in a file. A candidate whose result differs from the
+    default's on the probes is never timed (a choice that changes numbers is a rule's, accel/numerics.py): on a
+    loaded machine timing is noise, and weights must not depend on it. LayoutLinear's bf16 products are its main
+    user; the attention kernels and the MFU peak (a measured rate, `measured`) keep theirs the same way, each in a
+    file of its own."""
 
     def __init__(
         self,
         timer: Timer = time_call,
         path: Path | None = None,
         machine: Callable[[], str] = machine_key,
-        name: str = "matmul_layouts.json",
+        name: str = "matmul_layouts-v2.json",
         margin: float = MARGIN,
+        exact: Callable[[object, object], bool] = same,
     ) -> None:
         self.timer, self.path, self.machine, self.name, self.margin = timer, path, machine, name, margin
+        self.exact = exact  # whether a candidate's result is the default's (bit for bit)
         self.choices: dict[str, str | float] | None = None  # "fwd 2048x256x1024" -> layout, loaded on first use
         self.locked = False  # whether this process holds the cache file's lock
 
-    def layout(self, product: str, shape: Shape) -> str:
-        """The layout to run this product of a Linear of this shape in (timed now if never seen)."""
-        mode = os.environ.get("TETRAFORMER_BF16_LAYOUT", "auto")
-        if mode != "auto":
-            return self._forced(product, mode)
+    def layout(self, product: str, shape: Shape, mode: str = "natural") -> str:
+        """The layout to run this product of a Linear of this shape in: `transposed` mode's, or in `natural` mode
+        the fastest of those equal to nn.Linear's bit for bit (timed now if never seen)."""
+        if mode == "transposed":
+            return TRANSPOSED
         key = f"{product} {bucket(shape[0])}x{shape[1]}x{shape[2]}"
-        return self.pick(key, NATURAL[product], lambda: layout_calls(product, shape))
+        return self.pick(
+            key, NATURAL[product], lambda: layout_calls(product, shape), lambda: layout_results(product, shape)
+        )
 
-    def pick(self, key: str, default: str, calls: Callable[[], dict[str, Callable[[], object]]]) -> str:
-        """The cached choice for key, or the fastest of calls() (unless `default` is within the margin of it)."""
-        return str(self._cached(key, lambda: self._fastest(key, default, calls()), lambda value: True))
+    def pick(
+        self,
+        key: str,
+        default: str,
+        calls: Callable[[], Calls],
+        results: Callable[[], dict[str, object]] | None = None,
+    ) -> str:
+        """The cached choice for key, or the fastest of calls() whose result equals the default's bit for bit
+        (`results()` gives each candidate's results to compare, else each call's own); the default unless another
+        beats it by the margin."""
+        return str(self._cached(key, lambda: self._fastest(key, default, calls(), results), lambda value: True))
 
     def measured(self, key: str, measure: Callable[[], float]) -> float:
         """The cached positive number for key (a rate this machine reaches), or measure()'s, then kept."""
@@ -204,6 +240,12 @@ class LayoutChooser:
                 choices[key] = cached if cached and valid(cached) else make()
                 self._save(key, choices[key])
         return choices[key]
+
+    def replace(self, key: str, value: float) -> None:
+        """Keep `value` for key in place of what was kept (a measured rate found wrong)."""
+        with self._lock():
+            self._choices()[key] = value
+            self._save(key, value)
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
@@ -226,20 +268,21 @@ class LayoutChooser:
             self.locked = False
             handle.close()  # closing releases the lock
 
-    def _forced(self, product: str, mode: str) -> str:
-        """The layout a forced mode names."""
-        if mode not in MODES:
-            raise ValueError(f"TETRAFORMER_BF16_LAYOUT must be one of {MODES}, got {mode!r}")
-        return NATURAL[product] if mode == "natural" else TRANSPOSED
-
-    def _fastest(self, key: str, default: str, calls: dict[str, Callable[[], object]]) -> str:
-        """Time every candidate (outside autocast and autograd) in ROUNDS passes, each pass in the reverse order of
-        the one before, so that load from elsewhere on the machine (another job starting, a neighbour's burst)
-        falls on every candidate, not on whichever was timed during it; each candidate counts its best pass. The
-        fastest wins, unless the default is within the margin of it."""
+    def _fastest(
+        self, key: str, default: str, calls: Calls, results: Callable[[], dict[str, object]] | None = None
+    ) -> str:
+        """Time every candidate that computes the default's result bit for bit (outside autocast and autograd) in
+        ROUNDS passes, each pass in the reverse order of the one before, so that load from elsewhere on the machine
+        (another job starting, a neighbour's burst) falls on every candidate, not on whichever was timed during
+        it; each candidate counts its best pass. The fastest wins, unless the default is within the margin of it.
+        Where no other candidate is exact, nothing is timed."""
         times: dict[str, float] = {}
-        names = list(calls)
         with torch.no_grad(), torch.autocast("cpu", enabled=False):
+            found = results() if results else {n: c() for n, c in calls.items()}
+            names = exact_candidates(default, found, self.exact)
+            if names == [default]:
+                log.debug("%s: only %s gives its own result; not timed", key, default)
+                return default
             for turn in range(ROUNDS):
                 for name in names if turn % 2 == 0 else names[::-1]:
                     best = min(times.values(), default=float("inf"))
@@ -251,7 +294,7 @@ class LayoutChooser:
         return choice
 
     def file(self) -> Path:
-        """Where the choices are kept."""
+        """Where the choices are kept (`name`; its -v2 files keep only choices bit-identical to the default)."""
         return self.path or cache_root() / self.name
 
     def _choices(self) -> dict[str, str | float]:
@@ -285,4 +328,13 @@ class LayoutChooser:
             log.warning("could not write the kernel choice cache %s: %s (the choice holds for this run)", path, err)
 
 
-CHOOSER = LayoutChooser()
+def exact_candidates(
+    default: str, results: dict[str, object], exact: Callable[[object, object], bool] = same
+) -> list[str]:
+    """The candidates whose results are the default's (`exact`), the default first; only it where it gave none."""
+    if default not in results:
+        return [default]
+    return [default, *(n for n, r in results.items() if n != default and exact(r, results[default]))]
+
+
+CHOOSER = LayoutChooser(name="matmul_layouts-v2.json")

@@ -1,18 +1,19 @@
-"""Attention layers that run the kernel measured fastest on this machine for each kind of call.
+"""Attention layers that run the kernel their run's numerics name, or the fastest kernel that gives its result.
 
 `use_chosen_attention` turns a built network's core `Attention` layers into `ChosenAttention` in place (same
-parameters and state-dict keys). The first time a kind of call is seen (pass, device, dtype, head width, length
-buckets, mask kind: `attention_kernels.choice_key`), every candidate kernel that fits the memory budget is timed
-forward (and backward in training) on probe values, the fastest is kept (SDPA's own pick unless another beats it
-by `MARGIN`) and cached per machine in `attention_kernels.json` beside the matmul layouts. Weights requested,
-the eager backend, single-query decoding steps and `torch.compile` keep the core's own path.
-`TETRAFORMER_ATTENTION=sdpa|flash|efficient|cudnn|math|eager` forces one kernel; `auto` (the default) measures.
+parameters and state-dict keys), with the run's attention setting (accel/numerics.py: `TETRAFORMER_ATTENTION`,
+or the checkpoint's on resume). A named kernel runs as named. With `auto`, the first time a kind of call is seen
+(pass, device, dtype, head width, length buckets, mask kind: `attention_kernels.choice_key`), every candidate
+kernel that fits the memory budget runs forward (and backward in training) on probe values; those whose outputs
+and gradients equal SDPA's bit for bit are timed, the fastest is kept (SDPA's own pick unless another beats it by
+`MARGIN`) and cached per machine in `attention_kernels-v2.json` beside the matmul layouts. A kernel that differs
+is never chosen by timing: it would make the weights depend on the machine's load when the cache was filled.
+Weights requested, the eager backend, single-query decoding steps and `torch.compile` keep the core's own path.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -21,6 +22,7 @@ from torch import Tensor, nn
 
 from tetraformer.accel import attention_kernels as kernels
 from tetraformer.accel.chooser import LayoutChooser, device_machine_key
+from tetraformer.accel.numerics import from_env
 from tetraformer.core.attention import Attention
 from tetraformer.errors import ConfigError
 
@@ -29,23 +31,25 @@ log = logging.getLogger(__name__)
 MARGIN = 1.25  # another kernel must beat SDPA's own pick by this factor: near-ties keep the default
 
 
-CHOOSER = LayoutChooser(machine=device_machine_key, name="attention_kernels.json", margin=MARGIN)
+CHOOSER = LayoutChooser(machine=device_machine_key, name="attention_kernels-v2.json", margin=MARGIN)
 
 
-def forced() -> str | None:
-    """The kernel TETRAFORMER_ATTENTION forces, or None to measure."""
-    name = os.environ.get("TETRAFORMER_ATTENTION", "auto")
-    if name != "auto" and name not in kernels.KERNELS:
-        raise ValueError(f"TETRAFORMER_ATTENTION must be auto or one of {sorted(kernels.KERNELS)}, got {name!r}")
-    return None if name == "auto" else name
-
-
-def choose(q: Tensor, k: Tensor, mask: Tensor | None, causal: bool, scale: float, dropout: float, layers: int) -> str:
-    """The kernel for this call: forced, else the cached or newly measured fastest; SDPA's pick when the
-    choice's scores would not fit the memory budget."""
+def choose(
+    q: Tensor,
+    k: Tensor,
+    mask: Tensor | None,
+    causal: bool,
+    scale: float,
+    dropout: float,
+    layers: int,
+    setting: str = "auto",
+) -> str:
+    """The kernel for this call: the one `setting` names, else (`auto`) the cached or newly measured fastest of
+    those that give SDPA's result bit for bit; SDPA's pick when the choice's scores would not fit the memory
+    budget."""
     training = torch.is_grad_enabled() and q.requires_grad
-    name = forced()
-    if name is None:
+    name = setting
+    if name == "auto":
         key = kernels.choice_key(q, k, mask, causal, dropout, training)
         name = CHOOSER.pick(key, "sdpa", lambda: candidate_calls(q, k, mask, causal, scale, dropout, training, layers))
     return name if kernels.fits(name, q, k, training, layers) else "sdpa"
@@ -61,9 +65,10 @@ def candidate_calls(
 
 
 class ChosenAttention(Attention):
-    """The core's Attention (same parameters and state-dict keys) on the kernel measured fastest here."""
+    """The core's Attention (same parameters and state-dict keys) on its run's kernel."""
 
     layers: int = 1  # attention layers in the network: their kept scores share the memory budget
+    kernel: str = "auto"  # accel/numerics.py's attention setting, set by use_chosen_attention
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, need_weights: bool = False
@@ -74,14 +79,14 @@ class ChosenAttention(Attention):
             return super().attend(q, k, v, mask, is_causal, need_weights)
         causal = is_causal and mask is None
         dropout = self.dropout if self.training else 0.0
-        name = choose(q, k, mask, causal, self.scale, dropout, self.layers)
+        name = choose(q, k, mask, causal, self.scale, dropout, self.layers, self.kernel)
         if name == "sdpa":
             return super().attend(q, k, v, mask, is_causal)
         k, v = self.repeat_kv(k), self.repeat_kv(v)  # (B, H, S, Dh)
         try:
             return kernels.KERNELS[name](q, k, v, mask, causal, self.scale, dropout), None
         except RuntimeError as exc:
-            if forced() is None:
+            if self.kernel == "auto":
                 raise
             raise forced_kernel_error(name, q, mask, causal, dropout, exc) from None
 
@@ -95,16 +100,18 @@ def forced_kernel_error(
     reason = str(exc).strip().splitlines()[0].rstrip(". ") if str(exc).strip() else type(exc).__name__
     return ConfigError(
         f"TETRAFORMER_ATTENTION={name} cannot run this attention call ({call}): {reason}; "
-        "unset it (auto measures the kernels that can) or set TETRAFORMER_ATTENTION=sdpa"
+        "unset it (auto runs SDPA's own pick) or set TETRAFORMER_ATTENTION=sdpa"
     )
 
 
-def use_chosen_attention(net: nn.Module) -> list[Attention]:
-    """Make every core Attention of `net` a ChosenAttention in place (its parameters untouched); returns them."""
-    layers = [m for m in net.modules() if type(m) is Attention]
+def use_chosen_attention(net: nn.Module, kernel: str | None = None) -> list[Attention]:
+    """Make every core Attention of `net` (and every ChosenAttention) a ChosenAttention on `kernel` (None: this
+    process's setting, `numerics.from_env`) in place, its parameters untouched; returns them."""
+    kernel = kernel or from_env().attention
+    layers = [m for m in net.modules() if type(m) in (Attention, ChosenAttention)]
     for layer in layers:
         layer.__class__ = ChosenAttention
-        layer.layers = len(layers)
+        layer.layers, layer.kernel = len(layers), kernel
     if layers:
         log.debug("%d attention layers take the measured kernels", len(layers))
     return layers
@@ -119,3 +126,4 @@ def measured_attention(net: nn.Module) -> Iterator[None]:
     finally:
         for layer in layers:
             layer.__class__ = Attention
+            del layer.layers, layer.kernel

@@ -5,26 +5,21 @@ gradient again; at a GPT's vocabulary that is most of a step's memory traffic. `
 hidden states and the head's weight instead: for each chunk of rows it forms the chunk's logits (in the
 autocast dtype, as the plain path's matmul does), its fp32 log-sum-exp and loss, and, when gradients are wanted,
 the chunk's softmax-minus-target gradient, multiplied straight into the hidden states' and weight's gradients.
-Backward only scales those by the loss's gradient. Which path runs is timed once per shape (accel's chooser):
-`lm_loss` picks the fused one only where it measured faster on this machine.
+Backward only scales those by the loss's gradient. The two paths sum in other orders, so which one runs is not
+timed but set (accel/numerics.py: `TETRAFORMER_LM_LOSS=logits|fused`, logits by default, kept in checkpoints).
 """
 
 from __future__ import annotations
-
-import functools
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tetraformer.accel import bf16_linear, chooser
+from tetraformer.accel import bf16_linear
 from tetraformer.accel.bf16_linear import LayoutLinear
-from tetraformer.accel.chooser import bucket, own_saved_tensors, probe
 
 TINY = 1e-30  # a target probability below this is recomputed from the log-sum-exp (fp32 underflows near 1e-38)
 CHUNK_ELEMENTS = 1 << 20  # logits per chunk (4 MB in fp32), small enough to stay in cache between passes
-CHUNK_CANDIDATES = {"fused": None, "fused-half": 1 << 19, "fused-double": 1 << 21}  # None: CHUNK_ELEMENTS
 
 
 def compute_dtype(h: Tensor, w: Tensor) -> torch.dtype:
@@ -130,63 +125,31 @@ def linear_cross_entropy(
 
 
 def plain_cross_entropy(
-    h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int = -100, label_smoothing: float = 0.0
+    h: Tensor,
+    weight: Tensor,
+    targets: Tensor,
+    ignore_index: int = -100,
+    label_smoothing: float = 0.0,
+    layout: str = "natural",
 ) -> Tensor:
-    """The same loss through (N, V) logits: the head's matmul as a LayoutLinear runs it (in the bf16 layouts
-    measured fastest on a CPU, else F.linear), then fp32 cross-entropy."""
-    logits = bf16_linear.linear(h, weight).reshape(-1, weight.shape[0])  # (N, V)
+    """The same loss through (N, V) logits: the head's matmul as a LayoutLinear in this layout mode runs it (on a
+    CPU in bf16, else F.linear), then fp32 cross-entropy."""
+    logits = bf16_linear.linear(h, weight, mode=layout).reshape(-1, weight.shape[0])  # (N, V)
     return F.cross_entropy(
         logits.float(), targets.reshape(-1), ignore_index=ignore_index, label_smoothing=label_smoothing
     )
 
 
-PATHS: dict[str, Callable[..., Tensor]] = {
-    "logits": plain_cross_entropy,
-    **{name: functools.partial(linear_cross_entropy, chunk_elements=n) for name, n in CHUNK_CANDIDATES.items()},
-}
-
-
-def loss_path(h: Tensor, weight: Tensor) -> str:
-    """The path (plain logits, or fused in chunks of some size) measured fastest for this shape, pass and dtype
-    (timed once; the plain path unless another beats it by the chooser's margin)."""
-    rows, width = h.reshape(-1, h.shape[-1]).shape
-    training = torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad)
-    dtype = compute_dtype(h, weight)
-    key = (
-        f"lmloss {'train' if training else 'infer'} {h.device.type} {str(dtype).removeprefix('torch.')} "
-        f"n{bucket(rows)} v{weight.shape[0]} d{width}"
-    )
-    return chooser.CHOOSER.pick(
-        key, "logits", lambda: loss_calls(rows, width, weight.shape[0], dtype, training, h.device)
-    )
-
-
-def loss_calls(
-    rows: int, width: int, vocab: int, dtype: torch.dtype, training: bool, device: torch.device
-) -> dict[str, Callable[[], None]]:
-    """One call per path on probe values of the shape (forward, and backward in training)."""
-    h, w = probe(rows, width).to(device), probe(vocab, width).mul_(0.02).to(device)
-    targets = torch.arange(rows, device=device) % vocab
-    h.requires_grad_(training)
-    w.requires_grad_(training)
-
-    def run(path: str) -> None:
-        with (
-            own_saved_tensors(),
-            torch.enable_grad() if training else torch.no_grad(),
-            torch.autocast(device.type, dtype, enabled=dtype != torch.float32),
-        ):
-            loss = PATHS[path](h, w, targets)
-            if training:
-                loss.backward()
-                h.grad = w.grad = None
-
-    return {path: (lambda p=path: run(p)) for path in PATHS}
-
-
-def lm_loss(head: nn.Module, h: Tensor, targets: Tensor, ignore_index: int = -100, smoothing: float = 0.0) -> Tensor:
+def lm_loss(
+    head: nn.Module,
+    h: Tensor,
+    targets: Tensor,
+    ignore_index: int = -100,
+    smoothing: float = 0.0,
+    path: str = "logits",
+) -> Tensor:
     """Mean cross-entropy of an LM head (core LMHead: scale, then a bias-free Linear) over (B, T, D) hidden
-    states, by the path measured faster; any other head computes its logits."""
+    states, by `path` (logits or fused); any other head computes its logits."""
     proj = getattr(head, "proj", None)
     if type(proj) not in (nn.Linear, LayoutLinear) or proj.bias is not None or not hasattr(head, "scale"):
         logits = head(h)  # (B, T, V)
@@ -197,4 +160,7 @@ def lm_loss(head: nn.Module, h: Tensor, targets: Tensor, ignore_index: int = -10
             label_smoothing=smoothing,
         )
     h = h * head.scale if head.scale != 1.0 else h
-    return PATHS[loss_path(h, proj.weight)](h, proj.weight, targets, ignore_index, smoothing)
+    if path == "fused":
+        return linear_cross_entropy(h, proj.weight, targets, ignore_index, smoothing)
+    layout = getattr(proj, "layout_mode", "natural")  # a LayoutLinear's bf16 mode
+    return plain_cross_entropy(h, proj.weight, targets, ignore_index, smoothing, layout)

@@ -2,7 +2,8 @@
 
 The vocabulary projection is a decoding step's largest matmul. At one row, `x @ W^T` through a (D, V) contiguous
 copy streamed the weight ~3x faster than F.linear's one-row kernel on the AVX-512 machine this was found on, so
-each weight shape is timed both ways on the machine that runs (`chooser.CHOOSER`, cached per machine).
+each weight shape is timed both ways on the machine that runs (`chooser.CHOOSER`, cached per machine), where
+both give F.linear's result bit for bit on the probes; else F.linear runs (a decoded token never depends on a timing).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 At 4-32 rows oneDNN's packed-weight kernel ran those products ~2x faster than the MKL kernel F.linear
 calls on the AVX-512 machine this was found on (MKL 2024.2 / oneDNN 3.12), and slower on tiny layers, so
-each weight shape is timed both ways on the machine that runs (`chooser.CHOOSER`, cached per machine).
+each weight shape is timed both ways on the machine that runs (`chooser.CHOOSER`, cached per machine), where
+both give F.linear's result bit for bit on the probes; else F.linear runs (a decoded token never depends on a timing).
 `packed_linears` makes the Linear layers where packing won `PackedLinear` on entry, and gives them back their
 own class (and drops the copies) on exit.
 """

@@ -25,7 +25,7 @@ def fresh_chooser(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
 
 def cached_keys(cache: Path) -> set[str]:
     """The shapes the layout cache holds a choice for (every machine's)."""
-    machines = json.loads((cache / "matmul_layouts.json").read_text())
+    machines = json.loads((cache / "matmul_layouts-v2.json").read_text())
     return {key for choices in machines.values() for key in choices}
 
 

@@ -17,7 +17,6 @@ from tests.training.resume_runs import STEPS, checkpoint, fit, same_weights, wri
 from tetraformer.accel.chooser import LayoutChooser
 from tetraformer.data.buckets import LengthBuckets
 from tetraformer.training.callbacks import peak
-from tetraformer.training.callbacks.peak import measured_peak_tflops
 from tetraformer.training.checkpointing.resume import (
     EpochBatches,
     RandomState,
@@ -195,7 +194,6 @@ def test_resume_is_exact_when_callbacks_draw_random_numbers_at_train_start(
         ("resumed", ("--trainer.max_steps", "7")),
         ("resumed", ("--ckpt_path", "last")),
     ]:
-        measured_peak_tflops.cache_clear()
         peaks.unlink(missing_ok=True)
         monkeypatch.setattr(peak, "PEAKS", LayoutChooser(machine=lambda: "this machine", path=peaks))
         fit(configs[name], *auto, *args)

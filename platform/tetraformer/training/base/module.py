@@ -17,6 +17,7 @@ from torchmetrics import Metric
 from tetraformer.accel import use_bf16_layouts, use_chosen_attention
 from tetraformer.accel.allocator import keep_freed_memory
 from tetraformer.accel.linear_cross_entropy import lm_loss
+from tetraformer.accel.numerics import Numerics, from_env, restored
 from tetraformer.core.accounting import TokenCost, token_cost
 from tetraformer.core.config import TransformerConfig
 from tetraformer.core.lora import LoRAConfig
@@ -45,6 +46,7 @@ from tetraformer.training.reports.loggers import logs_this_step, wandb_logger
 from tetraformer.training.reports.tables import write_reports
 
 log = logging.getLogger(__name__)
+NUMERICS_KEY = "numerics"  # the payload's entry for the run's kernel choices that change numbers
 FINE_TUNING_FIELDS = (
     "dropout",
     "attn_dropout",
@@ -102,6 +104,7 @@ class TaskModule(L.LightningModule):
             raise ConfigError("--model.word_vectors starts a network from scratch; with --model.init_from, drop it")
         self.net: nn.Module | None = None
         self.spec: DataSpec | None = None  # what the data decided (use_spec), or the checkpoint's
+        self.numerics: Numerics | None = None  # kernels that change numbers: the environment's, or the checkpoint's
         self.tokenizer: Any = None
         self.train_metrics: nn.ModuleDict | None = None  # built when a stage starts, once labels are known
         self.val_metrics: nn.ModuleDict | None = None
@@ -171,21 +174,32 @@ class TaskModule(L.LightningModule):
 
     def configure_model(self) -> None:
         """Build the network from the DataSpec, load starting weights if asked, compile if asked; on a CPU in
-        bf16, give its Linear layers the measured bf16 layouts; attention runs the kernels measured fastest (also
-        in a network a checkpoint built); on a CPU, malloc keeps freed memory (accel/allocator.py), compiled or
+        bf16, give its Linear layers the run's bf16 layouts; attention runs the run's kernels (also in a network a
+        checkpoint built; accel/numerics.py); on a CPU, malloc keeps freed memory (accel/allocator.py), compiled or
         not. A compiled network keeps the stock layers."""
         if self.net is None:
             self._build_network()
         if self.net is None or self._trainer is None:
             return
+        self._accelerate()
+
+    def _accelerate(self) -> None:
+        """accel's paths on the network, with the run's numerics (attention kernel, bf16 layout mode)."""
         if self.trainer.strategy.root_device.type == "cpu":
             keep_freed_memory()  # a CPU step's buffers stay in the process (compiled or not): no page faults
         if self.compile_network:
             return
-        use_chosen_attention(self.net)
+        numerics = self._numerics()
+        use_chosen_attention(self.net, numerics.attention)
         if self._cpu_bf16():
-            layers = use_bf16_layouts(self.net)
-            log.debug("bf16 CPU run: %d Linear layers take the measured layouts", len(layers))
+            layers = use_bf16_layouts(self.net, numerics.bf16_layout)
+            log.debug("bf16 CPU run: %d Linear layers take the %s layouts", len(layers), numerics.bf16_layout)
+
+    def _numerics(self) -> Numerics:
+        """The run's kernel choices that change numbers (accel/numerics.py): the checkpoint's, else this process's."""
+        if self.numerics is None:
+            self.numerics = from_env()
+        return self.numerics
 
     def _build_network(self) -> None:
         """The network of the DataSpec (or of `init_from`), compiled if asked; none without a spec to build from."""
@@ -267,6 +281,7 @@ class TaskModule(L.LightningModule):
             **{DATA_SPEC_KEY: (self.spec or DataSpec()).state()},
             **{PRECISION_KEY: str(self.trainer.precision) if self._trainer is not None else None},
         )
+        checkpoint[PAYLOAD_KEY][NUMERICS_KEY] = self._numerics().state()
         self.lora.save(self, checkpoint)
         if "hyper_parameters" in checkpoint:
             checkpoint["hyper_parameters"] = plain(dict(checkpoint["hyper_parameters"]))
@@ -281,6 +296,9 @@ class TaskModule(L.LightningModule):
                 TransformerConfig.from_dict(payload["model_config"])
             )
         self.lora.load(self, checkpoint)
+        self.numerics = restored(payload.get(NUMERICS_KEY))  # a resume computes as the run it continues
+        if self._trainer is not None:
+            self._accelerate()
 
     # --- optimisation and logging ------------------------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:
@@ -445,13 +463,13 @@ class TaskModule(L.LightningModule):
 
     def lm_loss(self, targets: Tensor, *args: Any, **kw: Any) -> Tensor:
         """Cross-entropy of the network's LM logits for (args, kw) against (B, T) targets (IGNORE_INDEX skipped),
-        through accel's fused head and loss, which skips the (N, V) logits where that measured faster here; a
-        sharded network (FSDP) computes its logits."""
+        through the run's LM loss path (accel/numerics.py: the logits, or the fused head and loss that skips the
+        (N, V) logits with TETRAFORMER_LM_LOSS=fused); a sharded network (FSDP) computes its logits."""
         if self._trainer is not None and "FSDP" in type(self.trainer.strategy).__name__:
             return self.cross_entropy(self.net(*args, **kw), targets)
         h = self.net(*args, features_only=True, **kw)  # (B, T, D)
         smoothing = self.label_smoothing if self.training else 0.0
-        return lm_loss(self.net.lm_head, h, targets, IGNORE_INDEX, smoothing)
+        return lm_loss(self.net.lm_head, h, targets, IGNORE_INDEX, smoothing, self._numerics().lm_loss)
 
     def cross_entropy(
         self, logits: Tensor, targets: Tensor, weight: Tensor | None = None, ignore_index: int = IGNORE_INDEX

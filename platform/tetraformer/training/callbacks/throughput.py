@@ -11,7 +11,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from tetraformer.core.accounting import TokenCost
-from tetraformer.training.callbacks.peak import measured_peak_tflops, precision_dtype
+from tetraformer.training.callbacks.peak import corrected_peak_tflops, measured_peak_tflops, precision_dtype
 from tetraformer.training.reports.loggers import logs_this_step, wandb_logger
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,8 @@ class Throughput(Callback):
     """Logs train/tokens_per_s, train/samples_per_s and train/mfu (against the device peak: configured, or measured
     at train start with `auto`; none with None) over each logging interval, and time/elapsed_s (wall seconds since fit
     start) with each validation. When training ends it logs the run's means (train/mean_*) to every logger, the
-    peak as train/peak_tflops, and the same as W&B summary keys.
+    peak as train/peak_tflops, and the same as W&B summary keys. A measured peak below the rate an interval reaches
+    (MFU above 100%) was measured under load: it is re-measured and replaced (peak.corrected_peak_tflops).
 
     `tokens_seen` (all ranks, kept in checkpoints so it counts over resumes) is the run's training tokens. What a
     token is belongs to the task (`batch_tokens`; a ViT's are [CLS] + patches); samples are rows or images, and
@@ -38,6 +39,7 @@ class Throughput(Callback):
         self.fit_start: float | None = None
         self.tokens_seen = 0
         self.samples_seen = 0
+        self.peak_remeasured = False  # a measured peak is re-measured once a run, then only raised to rates reached
 
     def state_dict(self) -> dict[str, Any]:
         """The run's training tokens so far, saved in checkpoints."""
@@ -96,6 +98,7 @@ class Throughput(Callback):
         interval, self.interval = self.interval.end(), Tally()
         if interval.seconds <= 0 or not interval.tokens:
             return
+        self._check_peak(trainer, pl_module, interval)
         for name, value in interval.rates(self.peak_flops, trainer.world_size).items():
             pl_module.log(f"train/{name}", value, on_step=True, on_epoch=False)
         self.total.merge(interval)
@@ -106,6 +109,7 @@ class Throughput(Callback):
         self.interval = Tally()
         if self.total.seconds <= 0 or not self.total.tokens:
             return
+        self._check_peak(trainer, pl_module, self.total)
         means = {f"train/mean_{k}": v for k, v in self.total.rates(self.peak_flops, trainer.world_size).items()}
         if self.peak_flops:
             means["train/peak_tflops"] = self.peak_flops / 1e12
@@ -117,6 +121,15 @@ class Throughput(Callback):
         wandb = wandb_logger(trainer.loggers)
         if wandb is not None:
             wandb.experiment.summary.update({**means, "train/peak_source": self.peak_source()})
+
+    def _check_peak(self, trainer: L.Trainer, pl_module: Any, tally: Tally) -> None:
+        """Correct a measured peak that this tally's FLOP/s (one device's) exceeds: it was measured under load."""
+        reached = tally.flops / tally.seconds / trainer.world_size
+        if self.peak_tflops != "auto" or not self.peak_flops or reached <= self.peak_flops:
+            return
+        dtype = precision_dtype(trainer.precision)
+        peak = corrected_peak_tflops(pl_module.device, dtype, reached / 1e12, remeasure=not self.peak_remeasured)
+        self.peak_flops, self.peak_remeasured = peak * 1e12, True
 
     def peak_source(self) -> str:
         """Where the MFU peak came from: measured (auto), configured (a number), or none."""
