@@ -73,9 +73,11 @@ class InstructionTuning(CausalLMTask):
         """Each prompt as a one-turn conversation rendered up to the assistant's reply."""
         return [render_prompt(self.chat_tokenizer, [{"role": "user", "content": p}]) for p in prompts]
 
-    def stop_token_id(self) -> int | None:
-        """The end-of-turn token (data/chat.py)."""
-        return end_of_turn_id(self.tokenizer)
+    def stop_token_ids(self) -> tuple[int, ...]:
+        """The end-of-turn token (data/chat.py), then eos: a reply ends at either, as a chat model's
+        generation_config.json says for transformers."""
+        ends = (end_of_turn_id(self.tokenizer), self.tokenizer.eos_token_id)
+        return tuple(dict.fromkeys(i for i in ends if i is not None))
 
     def chat(
         self,

@@ -269,6 +269,14 @@ def test_eos_stops_row_and_pads_after_it() -> None:
     assert out[:, 1:].tolist() == [[3, 5, EOS], [EOS, PAD, PAD]]  # stops once every row is done
 
 
+def test_any_of_several_end_tokens_stops_a_row() -> None:
+    """eos_token_id as a tuple (a chat model's end of turn and eos): each row stops at the first it generates."""
+    model = trap_lm()
+    prompts = torch.tensor([[BOS], [4]])  # row 0: 3, 5, EOS; row 1: 5, ...
+    out = generate(model, prompts, config=GenerationConfig(max_new_tokens=10, eos_token_id=(5, EOS), pad_token_id=PAD))
+    assert out[:, 1:].tolist() == [[3, 5], [5, PAD]]
+
+
 def test_stop_hook_stops_rows_and_sees_only_new_tokens() -> None:
     model = trap_lm()
     prompts = torch.tensor([[BOS], [4]])

@@ -231,36 +231,30 @@ def convert_command(argv: list[str]) -> None:
     )
     to_hf = sub.add_parser("to-hf", help="a Tetraformer checkpoint -> a Hugging Face model directory")
     to_hf.add_argument("ckpt", type=Path)
-    to_hf.add_argument("out_dir", type=Path)
+    to_hf.add_argument("out_dir", type=Path, help="a new or empty folder, or a previous export (replaced whole)")
     for direction in (from_hf, to_hf):
         add_trust_flag(direction)
     args = parser.parse_args(argv)
 
-    from tetraformer.interop import load_hf
-    from tetraformer.interop.convert import export_network, import_checkpoint
+    if args.direction == "to-hf":
+        from tetraformer.cli.export import export_checkpoint
+
+        export_checkpoint(args.ckpt, args.out_dir)
+        return
+    from tetraformer.interop.convert import import_checkpoint
     from tetraformer.interop.files import read_config
-    from tetraformer.payload import PAYLOAD_KEY, read_checkpoint, save_checkpoint
+    from tetraformer.payload import save_checkpoint
 
-    if args.direction == "from-hf":
-        architecture = (read_config(args.src_dir).get("architectures") or [""])[0]
-        task = args.task or task_for_architecture(architecture)
-        save_checkpoint(import_checkpoint(args.src_dir, task, args.tokenizer), args.out_ckpt)
-        log.info(
-            "%s (%s) -> %s (task: %s)",
-            args.src_dir,
-            architecture,
-            args.out_ckpt,
-            task or "none; use it as --model.init_from",
-        )
-    else:
-        from tetraformer.training.checkpointing.loading import load_network
-        from tetraformer.training.checkpointing.stored_spec import stored_spec
-
-        net, tokenizer = load_network(args.ckpt)
-        labels = stored_spec(read_checkpoint(args.ckpt)[PAYLOAD_KEY]).labels
-        names, multi_label = (labels.names, labels.multi_label) if labels is not None else (None, False)
-        out = export_network(net, tokenizer, args.out_dir, names, multi_label)
-        log.info("%s -> %s (%s)", args.ckpt, out, load_hf(out).architecture)
+    architecture = (read_config(args.src_dir).get("architectures") or [""])[0]
+    task = args.task or task_for_architecture(architecture)
+    save_checkpoint(import_checkpoint(args.src_dir, task, args.tokenizer), args.out_ckpt)
+    log.info(
+        "%s (%s) -> %s (task: %s)",
+        args.src_dir,
+        architecture,
+        args.out_ckpt,
+        task or "none; use it as --model.init_from",
+    )
 
 
 def task_for_architecture(architecture: str) -> str | None:

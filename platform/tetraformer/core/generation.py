@@ -35,7 +35,7 @@ class GenerationConfig:
     length_penalty: float = 1.0  # hypothesis score = sum of log-probs / length**length_penalty
     early_stopping: bool = False  # True: a row stops as soon as it has num_beams finished hypotheses
     # --- special tokens ----------------------------------------------------------------------
-    eos_token_id: int | None = None
+    eos_token_id: int | tuple[int, ...] | None = None  # a row ends at this token (or at any of these)
     pad_token_id: int = 0  # emitted by a row once it is done
     decoder_start_token_id: int = 0  # first decoder input of encoder-decoder models
     # --- hooks -------------------------------------------------------------------------------
@@ -251,7 +251,8 @@ def _finished(token: Tensor, generated: Tensor, config: GenerationConfig) -> Ten
     """(N,) rows that are done after this step's (N,) tokens: EOS or the stop hook."""
     done = torch.zeros_like(token, dtype=torch.bool)  # (N,)
     if config.eos_token_id is not None:
-        done = token == config.eos_token_id
+        ends = torch.as_tensor(config.eos_token_id, device=token.device)  # () or (E,)
+        done = torch.isin(token, ends)
     if config.stop is not None:
         done = done | config.stop(generated).to(done.device, torch.bool)
     return done

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from tetraformer.core.lora import strip_lora
 from tetraformer.data import DataError, load_tokenizer
 from tetraformer.data.tokenizer import decoder_start_token
 from tetraformer.interop.errors import InteropError
+from tetraformer.interop.files import check_export_dir, staged_export
+from tetraformer.interop.generation import write_generation_config
 from tetraformer.interop.registry import export_class, load_hf, save_hf
 from tetraformer.payload import make_checkpoint
 
@@ -20,26 +23,37 @@ log = logging.getLogger(__name__)
 
 
 def export_network(
-    net: nn.Module, tokenizer: Any, out_dir: str | Path, labels: list[str] | None = None, multi_label: bool = False
+    net: nn.Module,
+    tokenizer: Any,
+    out_dir: str | Path,
+    labels: list[str] | None = None,
+    multi_label: bool = False,
+    generation: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write a core network (and its tokenizer) as the Hugging Face architecture its family exports as.
 
     A classifier's `labels` (its label vocabulary, in output order) become config.json's id2label/label2id; the
-    tokenizer's special tokens its pad/bos/eos (and an encoder-decoder's decoder start) ids. LoRA adapters are
-    merged into their weights first (in place: `net` becomes the plain network it exports).
+    tokenizer's special tokens its pad/bos/eos (and an encoder-decoder's decoder start) ids; `generation`
+    (hf_generation_config's entries) its generation_config.json. LoRA adapters are merged into their weights first
+    (in place: `net` becomes the plain network it exports). `out_dir` must be new, empty or a previous export
+    (check_export_dir); it is written whole or not at all (staged_export).
     """
+    check_export_dir(out_dir)
     merged = strip_lora(net)
     if merged:
         log.info("merged the LoRA adapters of %d layers into their weights", len(merged))
     wrapper = export_class(net)
     hf_config = token_config(tokenizer, net) if tokenizer is not None else {}
     hf_config |= label_config(labels, multi_label) if labels else {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, staged_export(out_dir) as stage:
         tokenizer_dir = None
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
             tokenizer_dir = Path(tmp)
-        return save_hf(wrapper.from_network(net, hf_config, tokenizer_dir), out_dir)
+        save_hf(wrapper.from_network(net, hf_config, tokenizer_dir), stage)
+        if generation:
+            write_generation_config(stage, generation)
+    return Path(out_dir)
 
 
 def token_config(tokenizer: Any, net: nn.Module) -> dict:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from safetensors.torch import load_file, save_file
@@ -27,6 +31,8 @@ TOKENIZER_FILES = (  # copied beside the weights on save: the tokenizer, its cha
     "added_tokens.json",
     "preprocessor_config.json",
 )
+EXPORT_MARK = ".tetraformer_export"  # written last into every export: a folder holding it may be replaced
+EXPORT_FILES = frozenset({"config.json", "model.safetensors", *TOKENIZER_FILES, EXPORT_MARK})  # all an export writes
 
 
 def read_config(path: str | Path) -> dict:
@@ -78,3 +84,66 @@ def write_model_dir(
             if (Path(tokenizer_dir) / name).is_file():
                 shutil.copy2(Path(tokenizer_dir) / name, out / name)
     return out
+
+
+def check_export_dir(out: str | Path) -> None:
+    """Refuse a destination that holds anything but a previous export: an export never overwrites a user's files."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InteropError(f"{out} is a file; give a folder to export into (a new or empty one)")
+    found = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if not found or (EXPORT_MARK in found and set(found) <= EXPORT_FILES):
+        return
+    others = [name for name in found if name not in EXPORT_FILES or EXPORT_MARK not in found]
+    shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+    raise InteropError(
+        f"{out} is not empty and not a previous export (it holds {shown}); nothing was written: "
+        "give a new or empty folder, or move those files away"
+    )
+
+
+@contextmanager
+def staged_export(out: str | Path) -> Iterator[Path]:
+    """A temporary folder beside `out` to write an export into; renamed to `out` (replacing an empty folder or a
+    previous export) only when the block succeeds, removed when it fails, so `out` is never half-written."""
+    out = Path(out)
+    check_export_dir(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_stages(out)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-{os.getpid()}-", dir=out.parent))
+    try:
+        yield stage
+        (stage / EXPORT_MARK).write_text("written by `tetraformer convert to-hf`\n", encoding="utf-8")
+        _replace(out, stage)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)  # gone already after a successful rename
+
+
+def _replace(out: Path, stage: Path) -> None:
+    """Put `stage` at `out`: a previous export (or empty folder) there is moved aside first, then removed."""
+    old = out.with_name(f".{out.name}.old-{os.getpid()}-")
+    shutil.rmtree(old, ignore_errors=True)
+    if out.exists():
+        out.rename(old)
+    stage.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _remove_stale_stages(out: Path) -> None:
+    """Remove the temporary folders of exports to `out` whose process is gone (killed mid-way)."""
+    for kind in ("partial", "old"):
+        for stage in out.parent.glob(f".{out.name}.{kind}-*-*"):
+            pid = stage.name.removeprefix(f".{out.name}.{kind}-").split("-")[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(stage, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process of this id is running."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -6,10 +6,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
+import transformers
 import yaml
 
 from tests.cli_runner import DATA_SEED, TEST_SEED, config_runner
 from tetraformer.cli import main
+from tetraformer.data import train_tokenizer
 
 CHATS = Path(__file__).parents[3] / "configs" / "instruction_tuning" / "chat_tiny.jsonl"
 
@@ -66,3 +69,23 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config.write_text(yaml.safe_dump(tiny_config(root / "run", batching="packed")))
     main(["fit", "-c", str(config)])
     return root / "run"
+
+
+def qwen2_folder(out: Path) -> Path:
+    """A tiny random Qwen2 (grouped-query attention, q/k/v biases) with a char tokenizer of the chats, saved."""
+    corpus = out.parent / "chats.txt"
+    corpus.write_text(CHATS.read_text(encoding="utf-8"), encoding="utf-8")  # every character the chats use
+    tokenizer = train_tokenizer([corpus], "char", 200, out)
+    config = transformers.Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(TEST_SEED)
+    transformers.Qwen2ForCausalLM(config).save_pretrained(out)
+    return out

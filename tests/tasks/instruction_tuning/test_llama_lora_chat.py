@@ -10,33 +10,11 @@ import pytest
 import torch
 import transformers
 
-from tests.cli_runner import TEST_SEED
-from tests.tasks.instruction_tuning.conftest import CHATS
+from tests.tasks.instruction_tuning.conftest import qwen2_folder
 from tetraformer.cli import main
-from tetraformer.data import train_tokenizer
 from tetraformer.training.checkpointing.loading import load_task_module
 
 QUESTION = [{"role": "user", "content": "What is the opposite of hot?"}]
-
-
-def qwen2_folder(out: Path) -> Path:
-    """A tiny random Qwen2 (grouped-query attention, q/k/v biases) with a char tokenizer of the chats, saved."""
-    corpus = out.parent / "chats.txt"
-    corpus.write_text(CHATS.read_text(encoding="utf-8"), encoding="utf-8")  # every character the chats use
-    tokenizer = train_tokenizer([corpus], "char", 200, out)
-    config = transformers.Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        tie_word_embeddings=False,
-    )
-    torch.manual_seed(TEST_SEED)
-    transformers.Qwen2ForCausalLM(config).save_pretrained(out)
-    return out
 
 
 def test_lora_tune_a_qwen2_folder_on_chats_chat_and_export(
@@ -61,8 +39,7 @@ def test_lora_tune_a_qwen2_folder_on_chats_chat_and_export(
     ids = prompt["input_ids"]
     with torch.no_grad():
         torch.testing.assert_close(module.net(ids), exported(input_ids=ids).logits, atol=1e-4, rtol=0)
-        end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-        out = exported.generate(ids, max_new_tokens=6, do_sample=False, eos_token_id=end, pad_token_id=end)
+        out = exported.generate(ids, max_new_tokens=6, do_sample=False)  # stops where its generation_config says
     theirs = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
     assert reply == theirs, (reply, theirs)
     assert len(out[0]) > len(ids[0]) and reply, "the exported model generated nothing to compare"

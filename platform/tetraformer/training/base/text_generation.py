@@ -68,6 +68,10 @@ class GenerativeTask(Protocol):
         """One output text per prompt; `on_text` receives a single prompt's text as it comes."""
         ...
 
+    def stop_token_ids(self) -> tuple[int, ...]:
+        """The tokens a generated text ends at."""
+        ...
+
 
 class GeneratesText:
     """TaskModule mixin: `generate` (GenerativeTask) decodes with the task's network, tokenizer and `generation`.
@@ -92,9 +96,11 @@ class GeneratesText:
         """One output text per prompt (a continuation, or an encoder-decoder's output), decoded in eval mode."""
         return self.continue_texts(self.generation_inputs(prompts), config, on_text)
 
-    def stop_token_id(self) -> int | None:
-        """The token that ends a generated text: the tokenizer's eos (a task may stop at another)."""
-        return self.tokenizer.eos_token_id
+    def stop_token_ids(self) -> tuple[int, ...]:
+        """The tokens that end a generated text: the tokenizer's eos (a task may stop at others too); an export's
+        generation_config.json names the same ones."""
+        eos = self.tokenizer.eos_token_id
+        return (eos,) if eos is not None else ()
 
     def continue_texts(
         self,
@@ -106,8 +112,8 @@ class GeneratesText:
         was_training = self.training  # type: ignore[attr-defined]
         self.eval()  # type: ignore[attr-defined]
         try:
-            eos = self.stop_token_id()
-            return generate_text(self.net, self.tokenizer, inputs, config or self.generation, on_text, eos)
+            stops = self.stop_token_ids() or None
+            return generate_text(self.net, self.tokenizer, inputs, config or self.generation, on_text, stops)
         finally:
             self.train(was_training)  # type: ignore[attr-defined]
 
@@ -118,13 +124,13 @@ def generate_text(
     prompts: list[str],
     config: TextGenerationConfig,
     on_text: Callable[[str], None] | None = None,
-    eos_token_id: int | None = None,
+    eos_token_id: int | tuple[int, ...] | None = None,
 ) -> list[str]:
     """Generate a continuation (decoder-only) or an output (encoder-decoder) for each prompt.
 
     `on_text` gets the text of each prompt in order: streamed piece by piece for one prompt decoded
     token by token (sampling or greedy), else whole once decoding is done (beams, batches). A row ends at
-    `eos_token_id` (default: the tokenizer's eos).
+    `eos_token_id`, or at any of several (default: the tokenizer's eos).
     """
     device = next(net.parameters()).device
     encoder_decoder = hasattr(net, "encode")

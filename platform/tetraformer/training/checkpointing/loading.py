@@ -40,11 +40,15 @@ def load_task_module(path: str | Path, map_location: str | torch.device = "cpu")
 
 def load_network(path: str | Path) -> tuple[nn.Module, Any]:
     """(network, tokenizer) of a checkpoint, through its task module when it names one."""
-    payload = read_checkpoint(path)[PAYLOAD_KEY]
-    if payload.get("class_path"):
-        module = load_task_module(path)
-        return module.net, module.tokenizer
-    raise CheckpointError(f"{path} names no task class; it can only serve as --model.init_from")
+    require_task(path, read_checkpoint(path)[PAYLOAD_KEY])
+    module = load_task_module(path)
+    return module.net, module.tokenizer
+
+
+def require_task(path: str | Path, payload: dict[str, Any]) -> None:
+    """Refuse a checkpoint that names no task class (an imported model only an `init_from` can use)."""
+    if not payload.get("class_path"):
+        raise CheckpointError(f"{path} names no task class; it can only serve as --model.init_from")
 
 
 def load_weights(net: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
