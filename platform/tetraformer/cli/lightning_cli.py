@@ -101,7 +101,18 @@ class TetraformerCLI(LightningCLI):
         if method_kwargs.get("weights_only") is None:
             method_kwargs["weights_only"] = not checkpoints_trusted()
 
-    before_fit = before_validate = before_test = before_predict = _load_weights_only
+    before_validate = before_test = before_predict = _load_weights_only
+
+    def before_fit(self) -> None:
+        """Safe loads; then, before the data is read, a resumed checkpoint handed to the data (its tokenizer kept,
+        its data compared: changed data stops here), else the fingerprint of the data taken."""
+        self._load_weights_only()
+        path = resumed_checkpoint(self.config_init.fit.ckpt_path, Path(self.trainer.default_root_dir))
+        if path is None:
+            self.datamodule.data_fingerprint()
+        else:
+            self.datamodule.trainer = self.trainer  # as fit attaches it: the run's directory holds its tokenizer
+            self.datamodule.resume_from(read_checkpoint(path), path)
 
     def instantiate_classes(self) -> None:
         """Build the config's classes; a value one of them refuses is one line naming the option (option_errors)."""

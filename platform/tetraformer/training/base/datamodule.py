@@ -13,19 +13,24 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from tetraformer.data.collate import PaddingCollator
 from tetraformer.data.errors import DataError
+from tetraformer.data.files import resolve_files
+from tetraformer.data.fingerprint import Fingerprint, data_change, data_fingerprint
 from tetraformer.data.hf_sources import dataset_splits
 from tetraformer.data.labels import LabelVocabulary
 from tetraformer.data.row_store import RowStore
 from tetraformer.data.spec import DataSpec, TrainingBatches
 from tetraformer.data.splits import train_val_split
 from tetraformer.data.token_store import TokenStore
-from tetraformer.data.tokenizer import load_tokenizer
-from tetraformer.errors import ConfigError, at_least, require
+from tetraformer.data.tokenizer import load_tokenizer, tokenizer_digest
+from tetraformer.errors import ConfigError, TetraformerError, at_least, require
 from tetraformer.files import resolve_source
+from tetraformer.payload import PAYLOAD_KEY
 from tetraformer.training.checkpointing.loading import source_tokenizer
 from tetraformer.training.checkpointing.resume import ResumableLoader
+from tetraformer.training.checkpointing.stored_spec import stored_spec
 
 log = logging.getLogger(__name__)
+FINGERPRINT_KEY = "data_fingerprint"  # in the datamodule's state in a checkpoint
 
 
 class TaskDataModule(L.LightningDataModule):
@@ -33,6 +38,10 @@ class TaskDataModule(L.LightningDataModule):
 
     A path that holds named splits (a DatasetDict folder, `hf:NAME`) reads `split` (default train) as the training
     path, validation as val_path and test as test/predict_path, unless it names one (`PATH:SPLIT`).
+
+    A fit records the fingerprint of the files it reads (data/fingerprint.py) in its checkpoints; `resume_from`
+    (the CLI's `fit --ckpt_path`) keeps the run's tokenizer as the checkpoint has it and refuses, in one line, data
+    whose content is not what the checkpoint trained on, unless `allow_changed_data`.
 
     What the network needs from the data is published as one DataSpec (`spec()`, built once after `setup`);
     evaluating a checkpoint, `use_spec` gives the data the checkpoint's spec to read with instead. `init_from`
@@ -52,6 +61,7 @@ class TaskDataModule(L.LightningDataModule):
         seed: int = 1234,
         init_from: str | None = None,
         split: str | None = None,
+        allow_changed_data: bool = False,
     ) -> None:
         super().__init__()
         at_least(self, 1, batch_size=batch_size)
@@ -66,6 +76,9 @@ class TaskDataModule(L.LightningDataModule):
         self.tokenizer: Any = None
         self.datasets: dict[str, Dataset] = {}
         self._spec: DataSpec | None = None
+        self.allow_changed_data = allow_changed_data
+        self.resumed_from: Path | None = None  # the checkpoint a fit resumes (resume_from)
+        self._fingerprint: Fingerprint | None = None
 
     # --- the data-to-model contract ----------------------------------------------------------------
     def spec(self) -> DataSpec:
@@ -120,6 +133,59 @@ class TaskDataModule(L.LightningDataModule):
         if tokenizer is None:
             raise DataError(f"{self.init_from} stores no tokenizer: set --data.tokenizer")
         return tokenizer
+
+    # --- the data a fit trains on, and resuming it ----------------------------------------------------
+    def fit_files(self) -> dict[str, list[Path]]:
+        """The files a fit reads, by split (what its fingerprint covers)."""
+        return {split: resolve_files(path) for split, path in self.split_paths("fit").items()}
+
+    def data_fingerprint(self) -> Fingerprint:
+        """The fingerprint of the files this fit reads, taken once (before they are read, from the CLI)."""
+        if self._fingerprint is None:
+            self._fingerprint = data_fingerprint(self.fit_files())
+        return self._fingerprint
+
+    def state_dict(self) -> dict[str, Any]:
+        """What checkpoints keep of the data: its fingerprint."""
+        return {FINGERPRINT_KEY: self.data_fingerprint()}
+
+    def resume_from(self, checkpoint: dict[str, Any], path: Path) -> None:
+        """Resume the fit of `checkpoint` (read from `path`): its tokenizer, never retrained, and its data, whose
+        content must be the same unless `allow_changed_data` (a DataError in one line, before any work)."""
+        self.resumed_from = path
+        spec = stored_spec(checkpoint[PAYLOAD_KEY])
+        if spec.tokenizer is not None:
+            self.resume_tokenizer(spec, path)
+        recorded = (checkpoint.get(type(self).__qualname__) or {}).get(FINGERPRINT_KEY)
+        if recorded is None:
+            log.warning("%s records no fingerprint of the data it trained on: the data is not compared", path)
+            return
+        self._fingerprint = data_fingerprint(self.fit_files(), known=recorded)
+        change = data_change(recorded, self._fingerprint)
+        if change is None:
+            return
+        if not self.allow_changed_data:
+            raise DataError(
+                f"{change} since {path} was written: put back the data it trained on, or set "
+                "--data.allow_changed_data true to continue training on the data as it is now"
+            )
+        log.warning("%s since %s was written: training goes on with it (--data.allow_changed_data)", change, path)
+
+    def resume_tokenizer(self, spec: DataSpec, path: Path) -> None:
+        """The run's tokenizer as this data loads it, when it is the one the checkpoint's spec holds; else the
+        checkpoint's, taken as evaluating it takes it (`use_spec`: a chat template too)."""
+        try:
+            own = self.load_run_tokenizer()
+        except (TetraformerError, OSError):
+            own = None
+        if own is not None and tokenizer_digest(own) == tokenizer_digest(spec.tokenizer):
+            self.tokenizer = own
+            return
+        log.warning(
+            "%s is not the tokenizer %s trained with: resuming with the one it stores", self.tokenizer_dir(), path
+        )
+        self.use_spec(spec)
+        self._spec = None  # the fit's spec is built from its data as always
 
     def stores(self, stage: str) -> dict[str, TokenStore | RowStore]:
         """The stores (token stores, row stores) a stage reads, by split, built when missing (`tetraformer prepare`);

@@ -71,7 +71,10 @@ class TextDataModule(TaskDataModule):
         self, files: list[Path], field: str | None = None, encoding: str | None = None, extra_ids: int = 0
     ) -> None:
         """Train the run's tokenizer on the files' `text_field` (or `field`), or keep it when its settings and files
-        are the same; `extra_ids` reserves T5 sentinels. Rank 0 only (data/run_tokenizer.py records them)."""
+        are the same; `extra_ids` reserves T5 sentinels. Rank 0 only (data/run_tokenizer.py records them). A resumed
+        fit keeps the tokenizer it trained with (`resume_from`): nothing is trained or written."""
+        if self.resumed_from is not None:
+            return
         directory, kind, size = self.tokenizer_dir(), self.tokenizer_type, self.vocab_size
         field, encoding = field or self.text_field, encoding or self.encoding
         settings = {"chinese_chars": self.tokenize_chinese_chars, "zero_digits": self.zero_digits}
@@ -79,7 +82,10 @@ class TextDataModule(TaskDataModule):
         prepare_run_tokenizer(directory, files, kind, size, field, encoding, extra_ids, self.vocab_cap, **settings)
 
     def train_run_tokenizer_on(self, corpus: Path, text: str, extra_ids: int = 0) -> None:
-        """Train the run's tokenizer on `text`, kept as a UTF-8 corpus file rewritten only when the text changes."""
+        """Train the run's tokenizer on `text`, kept as a UTF-8 corpus file rewritten only when the text changes
+        (neither when resuming)."""
+        if self.resumed_from is not None:
+            return
         write_text_if_changed(corpus, text)
         self.train_run_tokenizer([corpus], "text", "utf-8", extra_ids)
 
@@ -139,6 +145,10 @@ class TextDataModule(TaskDataModule):
                 id_columns=self.token_columns,
             )
         return self._row_stores[split, path]
+
+    def fit_files(self) -> dict[str, list[Path]]:
+        """The files a fit reads, by split: those its stores are built from."""
+        return {split: self.store_files(split, path) for split, path in self.split_paths("fit").items()}
 
     def store_files(self, split: str, path: str) -> list[Path]:
         """The files a split's store is built from, whose identities key it (its path's files by default)."""
