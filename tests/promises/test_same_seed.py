@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.processes import differing, tetraformer, write_yaml
+from tests.processes import differing, killed_after, tetraformer, write_yaml
 from tests.promises.tasks import TASKS, tiny_task_config
 
 pytestmark = pytest.mark.slow
@@ -52,3 +52,19 @@ def test_the_check_sees_another_kernel(tmp_path: Path) -> None:
     envs = ({"TETRAFORMER_ATTENTION": "sdpa"}, {"TETRAFORMER_ATTENTION": "eager"})
     first, second = fit_twice(tmp_path, "language_modeling", "32-true", envs)
     assert any(name.startswith("weight/") for name in differing(first, second))
+
+
+def test_a_resume_computes_with_the_kernels_its_checkpoint_names(tmp_path: Path) -> None:
+    """A fit on TETRAFORMER_ATTENTION=eager, killed (-9) after its first checkpoint and resumed in a shell without
+    the variable, takes eager from the checkpoint: every weight and moment equal to the straight eager run's.
+    (Resumed on SDPA, as a resume that ignored the checkpoint would, the weights differ: the control above.)"""
+    data, eager = tmp_path / "data", {"TETRAFORMER_ATTENTION": "eager"}
+    paths = {}
+    for name in ("straight", "resumed"):
+        config = tiny_task_config("language_modeling", data, tmp_path / name, trainer={"precision": "32-true"})
+        paths[name] = write_yaml(tmp_path / f"{name}.yaml", config)
+    tetraformer("fit", "--config", paths["straight"], cache_dir=tmp_path / "cache0", env=eager)
+    last = tmp_path / "resumed" / "checkpoints" / "last.ckpt"
+    killed_after("fit", "--config", paths["resumed"], cache_dir=tmp_path / "cache1", ready=last.is_file, env=eager)
+    tetraformer("fit", "--config", paths["resumed"], "--ckpt_path", "last", cache_dir=tmp_path / "cache2")
+    assert differing(tmp_path / "straight" / "checkpoints" / "last.ckpt", last) == []
