@@ -111,6 +111,7 @@ class TaskModule(L.LightningModule):
         self.test_metrics: nn.ModuleDict | None = None
         self.confusion: nn.ModuleDict | None = None  # per report stage, for tasks that name their labels
         self.step_gradient_norm: Tensor | None = None  # this step's, measured by the non-finite guard, for clipping
+        self.started_from: str | None = None  # what init_from loaded, said when a fit starts from it (not a resume)
 
     # --- what a task defines -----------------------------------------------------------------------
     def make_network(self, cfg: TransformerConfig) -> nn.Module:
@@ -234,8 +235,8 @@ class TaskModule(L.LightningModule):
         self._check_vocabulary(cfg)
         self._check_positions(cfg, spec)
         net = self.make_network(cfg)
-        load_weights(net, state, self.init_from)
-        log.info("initialised %s from %s", type(net).__name__, self.init_from)
+        loaded = load_weights(net, state, self.init_from)
+        self.started_from = f"initialised {type(net).__name__} from {self.init_from}: {loaded}"
         return net
 
     def base_network(self, cfg: TransformerConfig, source: str) -> nn.Module:
@@ -290,6 +291,7 @@ class TaskModule(L.LightningModule):
         """Rebuild the network, tokenizer and spec from the payload when no handed-over spec built them."""
         payload = checkpoint[PAYLOAD_KEY]
         self.load_task_state(payload["task"])
+        self.started_from = None  # the checkpoint's weights replace what init_from loaded
         if self.net is None:
             self.use_spec(stored_spec(payload))
             self.net = self.lora.stored_network(self, payload) or self.make_network(
@@ -374,8 +376,11 @@ class TaskModule(L.LightningModule):
         return out["loss"]
 
     def on_fit_start(self) -> None:
-        """Build the metrics (subclasses overriding this hook call super)."""
+        """Build the metrics, and say what init_from loaded unless a checkpoint replaced it (subclasses overriding
+        this hook call super)."""
         self._build_metrics()
+        if self.started_from and self.trainer.is_global_zero:
+            log.info("%s", self.started_from)
 
     def on_validation_start(self) -> None:
         """Build the metrics when validating alone."""

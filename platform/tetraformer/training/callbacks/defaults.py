@@ -87,10 +87,14 @@ class RunCheckpoint(ModelCheckpoint):
             self._save_final(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
-        """Save last.ckpt when training ended after the last save (end of the last epoch, early stop)."""
+        """Save last.ckpt when training ended after the last save (end of the last epoch, early stop); say so when
+        no validation picked best.ckpt (only now: a validation may follow the step training stops on)."""
         # ModelCheckpoint keeps the step of its last save only in this private attribute: no public API has it
         if trainer.global_step > max(self._last_global_step_saved, self._final_step):
             self._save_final(trainer)
+        if self._final_step > 0 and not self.best_model_path and trainer.is_global_zero:
+            best = Path(self.dirpath) / f"best{self.FILE_EXTENSION}"
+            log.info("no validation ran before training stopped: %s holds the last state", best)
 
     def _save_final(self, trainer: L.Trainer) -> None:
         """last.ckpt, and best.ckpt too when no validation has picked one (a validation may still follow)."""
@@ -98,11 +102,8 @@ class RunCheckpoint(ModelCheckpoint):
             return
         self._final_step = trainer.global_step
         trainer.save_checkpoint(last_ckpt(self), weights_only=False)  # the full state, said so Lightning logs nothing
-        if not self.best_model_path:
-            best = Path(self.dirpath) / f"best{self.FILE_EXTENSION}"
-            if trainer.is_global_zero:
-                log.info("no validation ran before training stopped: %s holds the last state", best)
-            trainer.save_checkpoint(best, weights_only=False)
+        if not self.best_model_path:  # a validation after this step replaces it (on_train_end says if none did)
+            trainer.save_checkpoint(Path(self.dirpath) / f"best{self.FILE_EXTENSION}", weights_only=False)
 
 
 class TimeBudget(Callback):

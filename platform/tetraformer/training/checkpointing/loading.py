@@ -51,23 +51,24 @@ def require_task(path: str | Path, payload: dict[str, Any]) -> None:
         raise CheckpointError(f"{path} names no task class; it can only serve as --model.init_from")
 
 
-def load_weights(net: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
-    """Copy the source's tensors into `net`: the whole network, or only its `backbone` when the source is one.
+def load_weights(net: nn.Module, state: dict[str, torch.Tensor], source: str) -> str:
+    """Copy the source's tensors into `net`: the whole network, or only its `backbone` when the source is one;
+    returns what was loaded, for the caller to log when it is true (a resumed fit's checkpoint replaces it).
 
     A source holding every tensor of `net` loads whole. Otherwise a network with a `backbone` attribute takes
     the source's `backbone.*` tensors (a task network on the same backbone, e.g. masked LM) or the source
     itself (a bare backbone, an imported Hugging Face encoder, a language model whose head is left out),
-    keeps its own head fresh and logs both. A missing key or a shape mismatch is an error naming both.
+    keeps its own head fresh and says both. A missing key or a shape mismatch is an error naming both.
     """
     backbone = getattr(net, "backbone", None)
     if isinstance(backbone, nn.Module) and not set(net.state_dict()) <= set(state):
-        _load_backbone(net, backbone, state, source)
-        return
+        return _load_backbone(net, backbone, state, source)
     _load_exact(net, state, source)
+    return f"loaded all {len(net.state_dict())} tensors"
 
 
-def _load_backbone(net: nn.Module, backbone: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
-    """Load a backbone from a source's `backbone.*` tensors (or all of them); log what stays unused or fresh."""
+def _load_backbone(net: nn.Module, backbone: nn.Module, state: dict[str, torch.Tensor], source: str) -> str:
+    """Load a backbone from a source's `backbone.*` tensors (or all of them); say what stays unused or fresh."""
     inner = {k[len(BACKBONE_PREFIX) :]: v for k, v in state.items() if k.startswith(BACKBONE_PREFIX)}
     prefix = BACKBONE_PREFIX if inner else ""
     inner = inner or state
@@ -75,12 +76,9 @@ def _load_backbone(net: nn.Module, backbone: nn.Module, state: dict[str, torch.T
     left_out = sorted(prefix + k for k in set(inner) - set(backbone.state_dict()))
     left_out += sorted(k for k in state if prefix and not k.startswith(prefix))
     fresh = sorted(k for k in net.state_dict() if not k.startswith(BACKBONE_PREFIX))
-    log.info(
-        "%s: loaded the backbone (%d tensors); left out of the source: %s; starting fresh: %s",
-        source,
-        len(backbone.state_dict()),
-        ", ".join(left_out) or "nothing",
-        ", ".join(fresh) or "nothing",
+    return (
+        f"loaded the backbone ({len(backbone.state_dict())} tensors); left out of the source: "
+        f"{', '.join(left_out) or 'nothing'}; starting fresh: {', '.join(fresh) or 'nothing'}"
     )
 
 
