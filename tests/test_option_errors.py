@@ -16,11 +16,11 @@ from jsonargparse import Namespace
 
 from tetraformer.cli import main
 from tetraformer.cli.commands import generation_config
-from tetraformer.cli.option_errors import instantiation_error, trainer_option_error
-from tetraformer.errors import OptionError
+from tetraformer.cli.option_errors import check_init_from, instantiation_error, trainer_option_error
+from tetraformer.errors import ConfigError, OptionError
 from tetraformer.training.base.text_generation import TextGenerationConfig
 
-PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
+PRECISIONS = ("auto", "32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
 
 
 def row(option: str, value: str, *words: str, extra: tuple[str, ...] = ()) -> Any:
@@ -59,6 +59,10 @@ TEXT_CLASSIFICATION = [
     row("--trainer.gradient_clip_algorithm", "foo", "value", "norm"),
     row("--trainer.precision", "bf17", "'bf17' is not one of", *PRECISIONS),
     row("--trainer.precision", "8", "is not one of", *PRECISIONS),
+    # --- LoRA: options without a rank, a rank without a base ------------------------------------------------------
+    row("--model.lora.alpha", "32", "--model.lora.rank is 0", "--model.lora.rank 8"),
+    row("--model.lora.targets", "[q, v]", "--model.lora.rank is 0", "--model.lora.rank 8"),
+    row("--model.lora.rank", "8", "--model.init_from is not set", "--model.lora.save merged"),
     row("--trainer.devices", "0", "not a valid input"),
     row("--trainer.devices", "-2", "int > 0"),
     row("--trainer.num_nodes", "0", "positive integer"),
@@ -285,6 +289,18 @@ def test_generate_flags_are_named_in_their_errors() -> None:
     with pytest.raises(ValueError, match="^--max-new-tokens 0: must be 1 or more$"):
         generation_config(TextGenerationConfig(), {"max_new_tokens": 0})
     assert generation_config(TextGenerationConfig(), {"top_k": 5}).top_k == 5
+
+
+def test_a_missing_init_from_names_the_option(tmp_path: Path) -> None:
+    """A fit's --model.init_from that is not there: one line with the option and the path (not "checkpoint not
+    found"), checked before the data is read; a file or folder that is there passes."""
+    missing = tmp_path / "pretrained"
+    with pytest.raises(ConfigError) as err:
+        check_init_from(str(missing))
+    assert str(err.value).startswith(f"--model.init_from {missing}: no such file or folder"), err.value
+    missing.mkdir()
+    check_init_from(str(missing))
+    check_init_from(None)
 
 
 def test_a_bug_keeps_its_traceback() -> None:

@@ -150,6 +150,17 @@ def test_bad_options(field: str, value: object) -> None:
         LoRAConfig(**{field: value})
 
 
+@pytest.mark.parametrize(
+    ("field", "value"), [("alpha", 32.0), ("dropout", 0.1), ("targets", ["q"]), ("save", "merged")]
+)
+def test_lora_options_without_a_rank_are_refused(field: str, value: object) -> None:
+    """Rank 0 trains the whole network: a LoRA option set beside it did nothing, so it names itself and the rank."""
+    with pytest.raises(OptionError, match=field) as err:
+        LoRAConfig(**{field: value})
+    assert "--model.lora.rank is 0" in err.value.allowed and "--model.lora.rank 8" in err.value.allowed
+    LoRAConfig(rank=4, **{field: value})  # with a rank the same option is taken
+
+
 def test_llama_shaped_decoder_takes_lora_on_every_role(tiny_model) -> None:
     """Grouped-query attention (q | k | v of unequal widths), q/k norms and RoPE scaling: a new adapter changes
     nothing, and merged trained adapters give the unmerged outputs."""

@@ -7,8 +7,11 @@ data (the checkpoint's model section wins in evaluation) and `fit` failed deep i
 from __future__ import annotations
 
 import importlib
+import logging
 from pathlib import Path
 from typing import Any
+
+from jsonargparse import Namespace
 
 from tetraformer.cli.command_line import configured_class_path, configured_root, flag_value
 from tetraformer.errors import ConfigError
@@ -17,6 +20,8 @@ from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
 RUN_CHECKPOINTS = ("best", "last")  # ckpt_path values naming RUN_DIR/checkpoints/NAME.ckpt
 LIGHTNING_CKPT_NAMES = ("hpc", "registry")  # ckpt_path values only Lightning resolves
 SECTIONS = {"model": "hyper_parameters", "data": "datamodule_hyper_parameters"}  # config section: checkpoint key
+ARCH = "init_args.arch."  # where a model section keeps the architecture
+log = logging.getLogger(__name__)
 
 
 def checkpoint_file(argv: list[str], required: bool) -> Path | None:
@@ -96,3 +101,31 @@ def imported_class(class_path: str) -> type | None:
     except ImportError:
         return None
     return found if isinstance(found, type) else None
+
+
+def check_resumed_model(asked: Namespace, stored: Namespace, ckpt_path: Path, laid_over: bool) -> None:
+    """`fit --ckpt_path`: the model options the config sets (`asked`) against the checkpoint's (`stored`). Another
+    architecture is a ConfigError (the weights fix it); other options the checkpoint's replace when Lightning lays
+    them over the config (`laid_over`) get one warning line, instead of being dropped without a word."""
+    mine, theirs = dict(asked.items()), dict(stored.items())
+    changed = [key for key, value in mine.items() if key in theirs and theirs[key] != value]
+    arch = [key for key in changed if key.startswith(ARCH)]
+    if arch:
+        raise ConfigError(
+            f"{_changes(arch, mine, theirs)}: the architecture of a resumed run comes from its checkpoint "
+            f"{ckpt_path}; to change it, start a new run from its weights with --model.init_from {ckpt_path}"
+        )
+    if changed and laid_over:
+        log.warning(
+            "%s: a resumed run takes its model options from its checkpoint %s; to change them, start a new run "
+            "from its weights with --model.init_from %s",
+            _changes(changed, mine, theirs),
+            ckpt_path,
+            ckpt_path,
+        )
+
+
+def _changes(keys: list[str], mine: dict[str, Any], theirs: dict[str, Any]) -> str:
+    """`--model.arch.d_model 32 (the checkpoint's: 64), ...` for model section keys."""
+    flags = [f"--model.{key.removeprefix('init_args.')} {mine[key]} (the checkpoint's: {theirs[key]})" for key in keys]
+    return ", ".join(flags)

@@ -12,9 +12,11 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch import Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 
+from tetraformer.cli.checkpoint_task import RUN_CHECKPOINTS, check_resumed_model
 from tetraformer.cli.config_errors import one_line, trainer_config_error, yaml_error
 from tetraformer.cli.eval_runs import EVAL_STAGES, evaluated_spec
 from tetraformer.cli.option_errors import (
+    check_init_from,
     check_trainer_ranges,
     instantiation_error,
     run_folder,
@@ -92,8 +94,25 @@ class TetraformerCLI(LightningCLI):
         """Evaluation stages took the checkpoint's hyper-parameters as defaults already (eval_runs), so what the user
         set stays; Lightning's own pass would lay them over the user's flags. `fit --ckpt_path` keeps Lightning's."""
         if self.config.get("subcommand") not in (None, *EVAL_STAGES):  # None: `prepare` (no checkpoint)
+            self._check_resumed_model()
             with trusted_objects_allowed(self.config[self.config.subcommand].get("ckpt_path")):
                 super()._parse_ckpt_path()
+
+    def _check_resumed_model(self) -> None:
+        """The config's model options against those of the checkpoint a fit resumes, parsed as Lightning parses
+        them (`last` / `best` read from the run's checkpoints folder, where Lightning leaves the config's)."""
+        section = self.config[self.config.subcommand]
+        given = section.get("ckpt_path")
+        path = resumed_checkpoint(given, Path(section.trainer.get("default_root_dir") or "."))
+        hparams = dict(read_checkpoint(path).get("hyper_parameters") or {}) if path is not None else {}
+        hparams.pop("_instantiator", None)
+        if not hparams:
+            return
+        if "_class_path" in hparams:
+            hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
+        stored = self.parser.parse_object({self.config.subcommand: {"model": hparams}}, self.config.clone())
+        laid_over = path == Path(given)  # a file path: Lightning's pass puts the checkpoint's over the config's
+        check_resumed_model(section.model, stored[self.config.subcommand].model, path, laid_over)
 
     def _load_weights_only(self) -> None:
         """Lightning's checkpoint loads take tensors and plain data only, unless --trust_checkpoint true."""
@@ -107,6 +126,7 @@ class TetraformerCLI(LightningCLI):
         """Safe loads; then, before the data is read, a resumed checkpoint handed to the data (its tokenizer kept,
         its data compared: changed data stops here), else the fingerprint of the data taken."""
         self._load_weights_only()
+        check_fit_options(self.model)
         path = resumed_checkpoint(self.config_init.fit.ckpt_path, Path(self.trainer.default_root_dir))
         if path is None:
             self.datamodule.data_fingerprint()
@@ -174,6 +194,12 @@ class TetraformerCLI(LightningCLI):
         return []
 
 
+def check_fit_options(model: TaskModule) -> None:
+    """What a fit (or `prepare`) must refuse before it trains a tokenizer or builds a store: a missing
+    --model.init_from (the classes check their own options when they are built)."""
+    check_init_from(model.init_from)
+
+
 def link_model_options(parser: LightningArgumentParser) -> None:
     """Model options that decide how the data is read, given to the datamodule when parsing (where it takes them):
     the `init_from` source's tokenizer, next-sentence pairs, the image size when --data.image_size is unset."""
@@ -190,7 +216,8 @@ def arch_image_size(arch: Any) -> int | None:
 def resumed_checkpoint(ckpt_path: str | None, root: Path) -> Path | None:
     """The checkpoint file a `fit --ckpt_path` resumes (its payload holds the W&B run id, so the W&B run continues
     too, and the precision it trained in); None when there is none."""
-    path = root / "checkpoints" / "last.ckpt" if ckpt_path == "last" else Path(ckpt_path) if ckpt_path else None
+    named = ckpt_path in RUN_CHECKPOINTS  # `last` / `best`: RUN_DIR/checkpoints/NAME.ckpt
+    path = root / "checkpoints" / f"{ckpt_path}.ckpt" if named else Path(ckpt_path) if ckpt_path else None
     return path if path is not None and path.is_file() else None
 
 

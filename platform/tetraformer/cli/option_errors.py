@@ -116,6 +116,16 @@ def trainer_option_error(err: Exception, trainer: dict[str, Any]) -> ConfigError
     return ConfigError(f"--trainer.{name} {chosen[name]!r}: {message}")
 
 
+def check_init_from(init_from: str | None) -> None:
+    """A fit's `--model.init_from` names a file or folder that is there: told before the data is read (with the
+    tokenizer of that source), not as a missing checkpoint from deep inside it."""
+    if init_from and not Path(init_from).exists():
+        raise ConfigError(
+            f"--model.init_from {init_from}: no such file or folder; give a Tetraformer checkpoint (.ckpt), a Hugging "
+            "Face model folder or pkg:PACKAGE/path"
+        )
+
+
 def run_folder(path: str | Path, option: str) -> Path:
     """The folder an option names, created with its parents; a ConfigError naming the option when it cannot be."""
     why = _cannot_create(Path(path))

@@ -15,10 +15,11 @@ log = logging.getLogger(__name__)
 
 def prepare_command(argv: list[str]) -> None:
     """Build the config's data for `fit` (tokenizer, token stores) and say where each store is."""
-    from tetraformer.cli.lightning_cli import build_cli
+    from tetraformer.cli.lightning_cli import build_cli, check_fit_options
 
     sys.argv = ["tetraformer prepare"]  # the prog in usage lines; the arguments go as `args`
     cli = build_cli(argv, "tetraformer prepare", args=[*argv, "--trainer.logger=false"], run=False)
+    check_fit_options(cli.model)
     data = cli.datamodule
     data.trainer = cli.trainer  # what prepare_data and setup read (the run directory, the ranks)
     data.prepare_data()

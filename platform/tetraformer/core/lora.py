@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Literal, get_args
 
 import torch
@@ -54,6 +54,23 @@ class LoRAConfig:
         unknown = [t for t in self.targets if t not in ROLES]
         require(self, "targets", self.targets, not unknown and bool(self.targets), f"must be some of {list(ROLES)}")
         require(self, "save", self.save, self.save in get_args(SaveMode), f"must be one of {list(get_args(SaveMode))}")
+        if not self.enabled:
+            self._refuse_unused_options()
+
+    def _refuse_unused_options(self) -> None:
+        """Rank 0 trains the whole network: a LoRA option set away from its default then does nothing, so it is a
+        mistake (the user meant LoRA), not a setting to drop without a word."""
+        for option in fields(self):
+            value = getattr(self, option.name)
+            default = option.default_factory() if option.default is MISSING else option.default
+            require(
+                self,
+                option.name,
+                value,
+                option.name == "rank" or value == default,
+                "set while --model.lora.rank is 0 (rank 0: no adapters, the whole network trains); turn LoRA on "
+                "with --model.lora.rank 8 (or another rank above 0), or leave the LoRA options out",
+            )
 
     @property
     def enabled(self) -> bool:

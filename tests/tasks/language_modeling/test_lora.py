@@ -82,9 +82,9 @@ def test_lora_fit_adapters_then_merged(
 def test_adapters_need_a_base(
     run_cli: Callable[..., Path], text_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Adapters without --model.init_from would refer to no base: one line naming both options."""
+    """Adapters without --model.init_from would refer to no base: one line naming it (and --model.lora.save merged)."""
     with pytest.raises(SystemExit) as exit_info:
         run_cli("fit", *LORA, "--trainer.max_steps", "1", train_path=str(text_file), documents="line")
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "--model.lora.save adapters" in err and "--model.init_from" in err
+    assert "--model.init_from is not set" in err and "--model.lora.save merged" in err

@@ -11,7 +11,7 @@ from torch import nn
 
 from tetraformer.core import CausalLM, TransformerConfig
 from tetraformer.core.lora import LoRAConfig, LoRALinear, lora_layers
-from tetraformer.errors import TetraformerError
+from tetraformer.errors import ConfigError, TetraformerError
 from tetraformer.payload import NETWORK_PREFIX, PAYLOAD_KEY
 from tetraformer.training.base.lora_runs import LoRARun
 from tetraformer.training.base.optim import OptimizerConfig, build_optimizer
@@ -92,3 +92,14 @@ def test_no_lora_leaves_everything() -> None:
     net = CausalLM(CFG)
     LoRARun(LoRAConfig()).adapt(SimpleNamespace(init_from=None, lora_trains_head=False), net)
     assert all(p.requires_grad for p in net.parameters()) and not any(True for _ in lora_layers(net))
+
+
+def test_adapters_without_a_base_name_init_from() -> None:
+    """A LoRA run that saves adapters needs --model.init_from: the line says so first (not --model.lora.save); merged
+    weights of adapters on a network from scratch, or no LoRA at all, need none."""
+    with pytest.raises(ConfigError) as err:
+        LoRARun(LoRAConfig(rank=8)).check_base(None)
+    assert str(err.value).startswith("--model.lora.rank 8 adapts a pretrained network, and --model.init_from is not")
+    LoRARun(LoRAConfig(rank=8)).check_base("base.ckpt")
+    LoRARun(LoRAConfig(rank=8, save="merged")).check_base(None)
+    LoRARun(LoRAConfig()).check_base(None)

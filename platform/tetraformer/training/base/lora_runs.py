@@ -23,15 +23,21 @@ class LoRARun:
     def __init__(self, cfg: LoRAConfig | dict[str, Any] | None) -> None:
         self.cfg = LoRAConfig(**cfg) if isinstance(cfg, dict) else cfg or LoRAConfig()
 
+    def check_base(self, init_from: str | None) -> None:
+        """Adapters are saved with a reference to the weights they adapt: a LoRA run that saves them needs a base,
+        `--model.init_from` (checked when the module is built, before the data is read)."""
+        if self.cfg.enabled and self.cfg.save == "adapters" and not init_from:
+            raise ConfigError(
+                f"--model.lora.rank {self.cfg.rank} adapts a pretrained network, and --model.init_from is not set: "
+                "set --model.init_from to the checkpoint or Hugging Face folder to adapt (adapters on a network "
+                "from scratch: --model.lora.save merged)"
+            )
+
     def adapt(self, module: Any, net: nn.Module) -> None:
         """Freeze the network and put adapters on the targeted layers (a fresh task head trains in full)."""
         if not self.cfg.enabled:
             return
-        if self.cfg.save == "adapters" and not module.init_from:
-            raise ConfigError(
-                "--model.lora.save adapters stores the adapters with a reference to the base weights, "
-                "--model.init_from, which is not set: set it, or use --model.lora.save merged"
-            )
+        self.check_base(module.init_from)
         names = apply_lora(net, self.cfg)
         for name in module.fresh_parts if module.lora_trains_head else ():
             part = getattr(net, name, None)

@@ -99,6 +99,7 @@ class TaskModule(L.LightningModule):
         self.init_from, self.label_smoothing = resolve_source(init_from), label_smoothing
         self.compile_network = compile  # not `self.compile`: that is nn.Module's method
         self.lora = LoRARun(lora)
+        self.lora.check_base(self.init_from)
         self.word_vectors = word_vectors if word_vectors is not None and word_vectors.path else None
         if self.word_vectors is not None and self.init_from:
             raise ConfigError("--model.word_vectors starts a network from scratch; with --model.init_from, drop it")
