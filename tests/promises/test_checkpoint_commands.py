@@ -1,0 +1,172 @@
+"""Every command runs from the last checkpoint alone, in new processes, and the commands agree with each other.
+
+For each task one tiny run is fitted (an architecture Hugging Face can hold, so the export applies); its last.ckpt
+is copied into an empty folder, away from the run directory and its tokenizer, and `test`, `predict`, `generate`
+and `convert to-hf` each run on that copy in a fresh `tetraformer` process. They must agree: the accuracy of
+predict's labels is test's accuracy; predict's greedy text is generate's; the export, in transformers, predicts
+the labels (or greedy text) ours did.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import transformers
+
+from tests.processes import tetraformer, write_yaml
+from tests.promises.tasks import tiny_task_config, write_task_data
+from tetraformer.interop import export_class
+from tetraformer.training.checkpointing.loading import load_task_module
+
+LLAMA_SHAPE = {"norm": "rmsnorm", "activation": "swiglu", "bias": False}
+BERT_SHAPE = {"norm_position": "post", "embedding_norm": True}
+EXPORTABLE: dict[str, dict[str, dict[str, Any]]] = {  # config overrides that give each task a Hugging Face twin
+    "language_modeling": {"arch": LLAMA_SHAPE},
+    "instruction_tuning": {"arch": LLAMA_SHAPE},
+    "text_classification": {"arch": BERT_SHAPE, "model": {"pooling": "cls", "pooler": True}},
+    "token_classification": {"arch": BERT_SHAPE},
+    "masked_lm": {},
+    "seq2seq": {},
+    "image_classification": {},
+}
+LABELLED = ("text_classification", "image_classification")
+GENERATIVE = ("language_modeling", "instruction_tuning", "seq2seq")
+GREEDY = ("--model.generation.do_sample", "false", "--model.generation.max_new_tokens", "8")
+PROMPTS = ["the ", "a b"]
+
+
+@dataclass
+class Trained:
+    """A task's fitted checkpoint, copied alone into its own folder, and the data it was fitted on."""
+
+    task: str
+    ckpt: Path
+    data: dict[str, str]
+    cache: Path
+
+    def run(self, *args: str | Path) -> Path:
+        """Run a command on the copied checkpoint in a fresh process; the eval folder it wrote."""
+        before = set(self.ckpt.parent.glob("eval/*"))
+        tetraformer(*args, cache_dir=self.cache)
+        (made,) = set(self.ckpt.parent.glob("eval/*")) - before
+        return made
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Trained]:
+    """Fit a task once (in a fresh process) and hand its last.ckpt, alone in a new folder, to every test."""
+    done: dict[str, Trained] = {}
+
+    def fit(task: str) -> Trained:
+        if task not in done:
+            root = tmp_path_factory.mktemp(task)
+            config = tiny_task_config(task, root / "data", root / "run", **EXPORTABLE[task])
+            tetraformer("fit", "-c", write_yaml(root / "fit.yaml", config), cache_dir=root / "cache")
+            alone = root / "alone" / "last.ckpt"
+            alone.parent.mkdir()
+            shutil.copy(root / "run" / "checkpoints" / "last.ckpt", alone)
+            shutil.rmtree(root / "run")  # nothing of the run is left to lean on
+            done[task] = Trained(task, alone, write_task_data(task, root / "data"), root / "cache2")
+        return done[task]
+
+    return fit
+
+
+def predictions(folder: Path) -> list[dict[str, Any]]:
+    """The rows of predict's predictions.jsonl."""
+    return [json.loads(line) for line in (folder / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def logged_metric(folder: Path, name: str) -> float:
+    """A test metric's value from the eval folder's metrics.csv."""
+    for path in folder.rglob("metrics.csv"):
+        with path.open(encoding="utf-8") as f:
+            values = [row[name] for row in csv.DictReader(f) if row.get(name)]
+        if values:
+            return float(values[-1])
+    raise AssertionError(f"{name} not logged under {folder}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", LABELLED)
+def test_predicted_labels_score_what_test_reports(trained: Callable[[str], Trained], task: str) -> None:
+    """`test` and `predict` on the same rows, from the checkpoint alone: predict's accuracy is test's."""
+    run = trained(task)
+    val = run.data["val_path"]
+    tested = run.run("test", "--ckpt_path", run.ckpt, "--data.test_path", val)
+    predicted = predictions(run.run("predict", "--ckpt_path", run.ckpt, "--data.predict_path", val))
+    gold = [row.get("label") or Path(row["path"]).parent.name for row in predicted]  # a CSV's column, or the folder
+    accuracy = sum(row["predicted"] == label for row, label in zip(predicted, gold, strict=True)) / len(predicted)
+    assert accuracy == pytest.approx(logged_metric(tested, "test/acc"), abs=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", GENERATIVE)
+def test_predict_generates_what_generate_does(trained: Callable[[str], Trained], task: str, tmp_path: Path) -> None:
+    """`predict` on a prompts file and `generate` on its first prompt, greedy, from the checkpoint alone: one text."""
+    run = trained(task)
+    prompts = tmp_path / ("prompts.txt" if task == "instruction_tuning" else "prompts.jsonl")  # chat: one per line
+    lines = PROMPTS if task == "instruction_tuning" else [json.dumps(prompt_row(task, p)) for p in PROMPTS]
+    prompts.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    predicted = predictions(run.run("predict", "--ckpt_path", run.ckpt, "--data.predict_path", prompts, *GREEDY))
+    assert len(predicted) == len(PROMPTS)
+    for prompt, row in [(PROMPTS[0], predicted[0])]:  # one generate process is enough to compare
+        chat = ["--chat"] if task == "instruction_tuning" else []
+        done = tetraformer(
+            "generate",
+            "--ckpt",
+            run.ckpt,
+            "--prompt",
+            prompt,
+            *chat,
+            "--greedy",
+            "--max-new-tokens",
+            "8",
+            cache_dir=run.cache,
+        )
+        shown = prompt + row["generated"] if task == "language_modeling" else row["generated"]  # an LM continues it
+        assert done.stdout.rstrip("\n") == shown, (prompt, done.stdout, row)
+
+
+def prompt_row(task: str, prompt: str) -> dict[str, Any]:
+    """One predict input of a language model or seq2seq task."""
+    if task == "seq2seq":
+        return {"source": prompt}
+    return {"text": prompt}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", list(EXPORTABLE))
+def test_export_predicts_what_the_checkpoint_does(trained: Callable[[str], Trained], task: str, tmp_path: Path) -> None:
+    """`convert to-hf` from the checkpoint alone writes a folder transformers loads, whose outputs are ours."""
+    run = trained(task)
+    out = tmp_path / "hf"
+    tetraformer("convert", "to-hf", run.ckpt, out, cache_dir=run.cache)
+    config = transformers.AutoConfig.from_pretrained(out)
+    theirs = getattr(transformers, config.architectures[0]).from_pretrained(out).eval()
+    net = load_task_module(run.ckpt).net.eval()
+    ours = export_class(net).from_network(net, config.to_dict()).eval()
+    inputs = hf_inputs(config)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(**inputs).logits, theirs(**inputs).logits, atol=1e-4, rtol=1e-4)
+
+
+def hf_inputs(config: transformers.PretrainedConfig) -> dict[str, torch.Tensor]:
+    """Random inputs under Hugging Face's names for a model of this config (a private generator)."""
+    generator = torch.Generator().manual_seed(0)
+    if config.model_type == "vit":
+        size = (2, config.num_channels, config.image_size, config.image_size)
+        return {"pixel_values": torch.randn(*size, generator=generator)}
+    ids = torch.randint(0, config.vocab_size, (2, 8), generator=generator)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    if config.is_encoder_decoder:
+        inputs["decoder_input_ids"] = torch.randint(0, config.vocab_size, (2, 5), generator=generator)
+    return inputs
