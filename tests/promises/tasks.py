@@ -2,7 +2,7 @@
 
 Each task's config is its own test suite's `tiny_config` (tests/tasks/<task>/conftest.py), made into a run that
 a promise can be checked on: dropout on (so a resume must restore the RNG), a fixed number of optimizer steps that
-crosses an epoch where the task counts epochs, a validation in the middle, and last.ckpt written every few steps.
+crosses an epoch's end, validations in the middle, and last.ckpt written every few steps.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ TASKS = (
     "seq2seq",
     "image_classification",
 )
-STEPS = 24  # every run trains this many optimizer steps
+STEPS = 24  # every run trains this many optimizer steps (crossing an epoch's end in every task)
+EPOCHS = 100  # more than STEPS takes: max_steps ends the run
 VALIDATE_EVERY = 10  # a validation at steps 10 and 20 (and the last one)
 SAVE_EVERY = 4  # last.ckpt at steps 4, 8, ... (`--run.save_every_n_steps`)
 DROPOUT = 0.1
@@ -83,7 +84,9 @@ def tiny_task_config(task: str, root: Path, run_dir: Path, **overrides: dict[str
     if unknown:
         raise ValueError(f"unknown override sections {sorted(unknown)}; known: {', '.join(SECTIONS)}")
     config = BUILDERS[task](run_dir, **write_task_data(task, root))
-    trainer = {"max_steps": STEPS, "max_epochs": None, "val_check_interval": VALIDATE_EVERY}
+    # bounded by epochs too, as most users' configs are: Lightning then sizes the schedule from the training loader
+    # before it restores a checkpoint (the path that once dropped the loader's position on resume)
+    trainer = {"max_steps": STEPS, "max_epochs": EPOCHS, "val_check_interval": VALIDATE_EVERY}
     _merge(config["trainer"], {**trainer, "check_val_every_n_epoch": None, "limit_val_batches": 2})
     _merge(config["model"]["init_args"]["arch"], {"dropout": DROPOUT, "attn_dropout": DROPOUT})
     _merge(config["run"], {"save_every_n_steps": SAVE_EVERY, "peak_tflops": None, "samples": False})

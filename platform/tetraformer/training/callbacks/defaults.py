@@ -29,7 +29,7 @@ from tetraformer.training.callbacks.token_budget import TokenBudget
 from tetraformer.training.callbacks.unstarted import DiscardUnstartedLogs
 from tetraformer.training.checkpointing.periodic import PeriodicCheckpoint, last_ckpt
 from tetraformer.training.checkpointing.preemption import Preemption
-from tetraformer.training.checkpointing.resume import RandomState
+from tetraformer.training.checkpointing.resume import DataPosition, RandomState
 from tetraformer.training.checkpointing.snapshots import StepSnapshots
 from tetraformer.training.distributed.strategies import forward_needs_every_rank, gathered_weights
 from tetraformer.training.reports.loggers import RunConfig, wandb_logger
@@ -171,7 +171,8 @@ def default_callbacks(
      4. as configured: TokenBudget (reads Throughput's count, so after it), SamplesTable, EarlyStopping;
         with a progress bar (`progress_bar`, cli/app.py decides) RichProgressBar on a terminal, else when training
         ProgressLines (log lines; reads Throughput's counts, so after it);
-     5. when training: RandomState (after what the others draw at train start, such as the peak probe);
+     5. when training: DataPosition (the checkpoint's loader state, where Lightning left it unloaded), then
+        RandomState (after what the others draw at train start, such as the peak probe or a new loader pass);
      6. `predict`: JsonlPredictionWriter (added by cli/app.py);
      7. Lightning's own when none is given: ModelSummary, TQDMProgressBar, Timer (`--trainer.max_time`); then the
         task module's `configure_callbacks` (image classification: AttentionRolloutImages);
@@ -200,5 +201,5 @@ def default_callbacks(
         every = (run.progress_every_n_steps, run.progress_every_s)
         callbacks.append(ProgressLines(*every, counter=throughput, max_tokens=run.max_tokens))
     if training:  # last: restores the RNG states after what the others draw at train start (a peak probe)
-        callbacks.append(RandomState())
+        callbacks += [DataPosition(), RandomState()]
     return callbacks

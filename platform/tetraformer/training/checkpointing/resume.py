@@ -4,6 +4,7 @@ A run stopped at any step and resumed ends with the weights of the run that neve
 - `ResumableLoader`: the epoch's batches are drawn again from (seed, epoch) and sharded per rank
   (`EpochBatches`, a DistributedSampler over batches); its `state_dict` (epoch, batches served) rides in
   Lightning's checkpoint and a resumed run starts at the next batch, skipping indices, not loading data.
+- `DataPosition`: hands the checkpoint's loader state to the training loader when Lightning would drop it.
 - `RandomState`: every rank's Python, NumPy, torch CPU and CUDA RNG states, restored when training starts.
 """
 
@@ -154,6 +155,27 @@ class ResumableLoader(DataLoader):
                 epoch,
             )
         return 0
+
+
+class DataPosition(Callback):
+    """Hands the checkpoint's training-loader state (ResumableLoader's epoch and batches served) to the loader when
+    Lightning left it unloaded, and starts the pass again from it.
+
+    Home-made because Lightning 2.6 drops it (Lightning-AI/pytorch-lightning#20550): it loads the states only when it
+    builds the training loader after restoring the checkpoint, but `trainer.estimated_stepping_batches`, which sizes
+    the learning-rate schedule in `configure_optimizers`, builds it before the restore whenever the run is bounded by
+    epochs; the resumed run then started its epoch again at the first batch and trained on other batches. Runs
+    before RandomState, which restores the RNG over whatever a new pass draws.
+    """
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Load the states Lightning kept back and renew the data fetcher's iterator (built before they were loaded)."""
+        loop = trainer.fit_loop
+        if not (loop.restarting and loop._combined_loader_states_to_load and loop._combined_loader is not None):
+            return  # nothing kept back: Lightning loaded the states itself (or there were none)
+        loop._load_combined_loader_states()
+        if loop._data_fetcher is not None:
+            iter(loop._data_fetcher)
 
 
 # --- RNG states ------------------------------------------------------------------------------------
