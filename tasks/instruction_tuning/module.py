@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -11,8 +12,11 @@ from torch import Tensor
 from tetraformer.core import TransformerConfig
 from tetraformer.data.chat import Message, end_of_turn_id, render_prompt, with_template
 from tetraformer.data.spec import DataSpec
+from tetraformer.errors import ConfigError
 from tetraformer.training.base.causal_lm import CausalLMTask
 from tetraformer.training.base.text_generation import TextGenerationConfig
+
+log = logging.getLogger(__name__)
 
 
 class InstructionTuning(CausalLMTask):
@@ -38,16 +42,51 @@ class InstructionTuning(CausalLMTask):
     def adapt_pretrained(
         self, cfg: TransformerConfig, state: dict[str, Tensor], spec: DataSpec
     ) -> tuple[TransformerConfig, dict[str, Tensor]]:
-        """A source embedding fewer tokens than the data's tokenizer (which gained the chat tokens) grows a row per
-        new token, each the mean of the source's rows, in its embedding and (untied) output projection."""
+        """A source embedding fewer tokens than the data's tokenizer, which added special tokens to the source's own
+        (the chat template's), grows a row per added token, each the mean of the source's rows, in its embedding and
+        (untied) output projection, and says so when fitting. Ordinary tokens past the source's rows mean the
+        tokenizer is not the source's: refused, as every task refuses it."""
         extra = spec.vocab_size - cfg.vocab_size
         if extra <= 0 or not cfg.vocab_size:
             return cfg, state
+        added = self._added_tokens(cfg.vocab_size, spec)
         for key in ("embed.tokens.weight", "lm_head.proj.weight"):
             if key in state:
                 rows = state[key]  # (V, D)
                 state[key] = torch.cat((rows, rows.mean(0, keepdim=True).expand(extra, -1)))
+        if self._trainer is not None and self._fitting():
+            self._say_grown(added, cfg.vocab_size, "lm_head.proj.weight" in state)
         return cfg.replace(vocab_size=spec.vocab_size), state
+
+    def _added_tokens(self, rows: int, spec: DataSpec) -> list[str]:
+        """The data tokenizer's tokens past the source's `rows`, checked to be special tokens it added."""
+        if spec.tokenizer is None:
+            return [f"id {i}" for i in range(rows, spec.vocab_size)]
+        specials = {i for i, token in spec.tokenizer.added_tokens_decoder.items() if token.special}
+        added = spec.tokenizer.convert_ids_to_tokens(list(range(rows, spec.vocab_size)))
+        ordinary = [t for i, t in enumerate(added, start=rows) if i not in specials]
+        if ordinary:
+            raise ConfigError(
+                f"{self.init_from} embeds {rows} tokens but the data's tokenizer has {spec.vocab_size}, "
+                f"{len(ordinary)} of them ordinary tokens the source never learned "
+                f"({', '.join(map(repr, ordinary[:3]))}, ...): the tokenizer is not the source's; leave "
+                "--data.tokenizer unset (init_from's own is used) or set it to the pretrained model's tokenizer"
+            )
+        return added
+
+    def _say_grown(self, added: list[str], rows: int, untied: bool) -> None:
+        """One line: the rows grown and why; a warning when LoRA keeps them frozen at the mean, where the output
+        projection's row of a new token never wins a greedy choice (the model could never end its turn)."""
+        grown = f"grew {len(added)} rows ({', '.join(added)}) of {self.init_from}'s {rows}-token embedding"
+        why = "each the mean of its rows: the data's tokenizer added them for the chat template"
+        frozen = self.lora.cfg.enabled and not (untied and "head" in self.lora.cfg.targets)
+        if not frozen:
+            log.info("%s%s, %s", grown, " and output projection" if untied else "", why)
+            return
+        fix = "add head to --model.lora.targets" if untied else "fine-tune without LoRA (the embedding is tied)"
+        log.warning(
+            "%s, %s; LoRA leaves them frozen at the mean, so a reply can never end greedily: %s", grown, why, fix
+        )
 
     def compute(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
         """Cross-entropy over the assistant tokens' labels (others are IGNORE_INDEX); it feeds the perplexity."""

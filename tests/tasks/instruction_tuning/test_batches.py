@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
 
 from tasks.instruction_tuning.module import InstructionTuning
 from tetraformer.core import CausalLM, TransformerConfig
-from tetraformer.data import IGNORE_INDEX
+from tetraformer.data import IGNORE_INDEX, train_tokenizer
+from tetraformer.data.chat import chat_ready
 from tetraformer.data.packed_examples import PackedBins, PackedExamples, PaddedExamples
 from tetraformer.data.spec import DataSpec
+from tetraformer.errors import ConfigError
 
 
 def task(cfg: TransformerConfig) -> InstructionTuning:
@@ -59,19 +64,41 @@ def test_prompt_tokens_carry_no_loss(tiny_config: Callable[..., TransformerConfi
     assert torch.all(per_position[~ignored] > 0)
 
 
-def test_a_source_grows_rows_for_the_chat_tokens(tiny_config: Callable[..., TransformerConfig]) -> None:
+def char_tokenizer(tmp_path: Path) -> Any:
+    """A character tokenizer of a few words (no chat tokens yet)."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog\n" * 3, encoding="utf-8")
+    return train_tokenizer([corpus], "char", 100, tmp_path / "tokenizer")
+
+
+def test_a_source_grows_rows_for_the_chat_tokens(tiny_config: Callable[..., TransformerConfig], tmp_path: Path) -> None:
     """init_from a model whose tokenizer gained <|im_start|>/<|im_end|>: two new rows, the old ones kept."""
-    source_cfg = tiny_config(tie_embeddings=False)
+    tokenizer = char_tokenizer(tmp_path)
+    rows = len(tokenizer)
+    source_cfg = tiny_config(tie_embeddings=False).replace(vocab_size=rows)
     source = CausalLM(source_cfg)
     module = InstructionTuning(arch=source_cfg)
-    cfg, state = module.adapt_pretrained(source_cfg, dict(source.state_dict()), DataSpec(vocab_size=102))
+    spec = DataSpec(tokenizer=chat_ready(tokenizer), vocab_size=rows + 2)
+    cfg, state = module.adapt_pretrained(source_cfg, dict(source.state_dict()), spec)
     net = CausalLM(cfg)
     net.load_state_dict(state)
-    assert cfg.vocab_size == 102 and net.embed.tokens.weight.shape == (102, cfg.d_model)
+    assert cfg.vocab_size == rows + 2 and net.embed.tokens.weight.shape == (rows + 2, cfg.d_model)
     for name in ("embed.tokens.weight", "lm_head.proj.weight"):
         old = source.state_dict()[name]
-        torch.testing.assert_close(state[name][:100], old)
-        torch.testing.assert_close(state[name][100:], old.mean(0).expand(2, -1))
-    ids = torch.randint(0, 100, (1, 6))
+        torch.testing.assert_close(state[name][:rows], old)
+        torch.testing.assert_close(state[name][rows:], old.mean(0).expand(2, -1))
+    ids = torch.randint(0, rows, (1, 6))
     with torch.no_grad():
-        torch.testing.assert_close(net(ids)[..., :100], source(ids))  # old tokens' logits are unchanged
+        torch.testing.assert_close(net(ids)[..., :rows], source(ids))  # old tokens' logits are unchanged
+
+
+def test_a_tokenizer_that_is_not_the_sources_is_refused(
+    tiny_config: Callable[..., TransformerConfig], tmp_path: Path
+) -> None:
+    """Ordinary tokens past the source's rows (another tokenizer than the source's) grow nothing: one line."""
+    tokenizer = chat_ready(char_tokenizer(tmp_path))
+    source_cfg = tiny_config(tie_embeddings=False).replace(vocab_size=len(tokenizer) - 7)  # 5 letters short
+    module = InstructionTuning(arch=source_cfg, init_from="small_lm.ckpt")
+    spec = DataSpec(tokenizer=tokenizer, vocab_size=len(tokenizer))
+    with pytest.raises(ConfigError, match=r"small_lm.ckpt embeds \d+ tokens .* 5 of them ordinary tokens .* not the "):
+        module.adapt_pretrained(source_cfg, dict(CausalLM(source_cfg).state_dict()), spec)
