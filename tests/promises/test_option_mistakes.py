@@ -1,0 +1,103 @@
+"""Option mistakes, in fresh processes through the installed script: each is one `error:` line that names the option
+and the way out (no traceback, exit code 2), and those a fit can catch from its options alone stop before any
+tokenizer is trained or store built."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.processes import failing, tetraformer, write_yaml
+from tests.promises.tasks import tiny_task_config
+from tests.tasks.instruction_tuning.conftest import qwen2_folder
+
+pytestmark = pytest.mark.slow  # each row starts the installed script (seconds of imports on 2 cores)
+Args = Callable[[Path], list[str]]  # the mistake's arguments, given the test's folder
+
+
+def nothing_built(run: Path, cache: Path) -> None:
+    """No tokenizer in the run folder, no store in the cache: the mistake came before any expensive work."""
+    assert not (run / "tokenizer").exists(), sorted(p.name for p in run.iterdir())
+    built = sorted(str(p.relative_to(cache)) for p in cache.rglob("*")) if cache.exists() else []
+    assert not [p for p in built if "store" in p or p.endswith("manifest.json")], built
+
+
+def lora_options_without_a_rank(root: Path) -> list[str]:
+    """Issue 62: LoRA options beside rank 0 on a Hugging Face base ran a full fine-tune without a word."""
+    return [
+        "--model.init_from",
+        str(qwen2_folder(root / "qwen2")),
+        "--model.lora.rank",
+        "0",
+        "--model.lora.alpha",
+        "32",
+    ]
+
+
+ROWS = [  # (task, the mistake, words its line must hold)
+    pytest.param(
+        "instruction_tuning",
+        lora_options_without_a_rank,
+        ("--model.lora.alpha 32", "--model.lora.rank is 0", "--model.lora.rank 8"),
+        id="lora-options-without-a-rank",
+    ),
+    pytest.param(
+        "text_classification",
+        lambda root: ["--model.lora.rank", "8"],
+        ("--model.lora.rank 8", "--model.init_from is not set"),
+        id="lora-without-a-base",
+    ),
+    pytest.param(
+        "text_classification",
+        lambda root: ["--model.init_from", str(root / "no-such-model")],
+        ("--model.init_from", "no-such-model: no such file or folder"),
+        id="missing-init-from-folder",
+    ),
+    pytest.param(
+        "language_modeling",
+        lambda root: ["--model.init_from", str(root / "gone.ckpt")],
+        ("--model.init_from", "gone.ckpt: no such file or folder"),
+        id="missing-init-from-checkpoint",
+    ),
+]
+
+
+@pytest.mark.parametrize(("task", "mistake", "words"), ROWS)
+def test_a_mistake_is_one_line_before_any_expensive_work(
+    task: str, mistake: Args, words: tuple[str, ...], tmp_path: Path
+) -> None:
+    """A fit refuses the mistake in one line, naming the option, before it trains a tokenizer or builds a store."""
+    refused_early("fit", task, mistake, words, tmp_path)
+
+
+def test_prepare_refuses_a_missing_init_from_before_any_expensive_work(tmp_path: Path) -> None:
+    """`prepare` (which builds the tokenizer and stores a fit reads) checks --model.init_from first too."""
+    mistake = ROWS[2].values
+    refused_early("prepare", *mistake, tmp_path)
+
+
+def refused_early(command: str, task: str, mistake: Args, words: tuple[str, ...], tmp_path: Path) -> None:
+    """`command -c CONFIG MISTAKE` ends in one error line holding `words`, with nothing built."""
+    run, cache = tmp_path / "run", tmp_path / "cache"
+    config = write_yaml(tmp_path / "config.yaml", tiny_task_config(task, tmp_path / "data", run))
+    said = failing(command, "-c", config, *mistake(tmp_path), cache_dir=cache)
+    assert said.count("error:") == 1 and all(word in said for word in words), said
+    nothing_built(run, cache)
+
+
+def test_a_resumed_run_refuses_another_architecture(tmp_path: Path) -> None:
+    """Issue 62: `fit --ckpt_path CKPT --model.arch.d_model 64` on a d_model 32 checkpoint dropped the override
+    without a word (a path) or died loading mismatched weights (`last`): one line naming it and --model.init_from."""
+    run = tmp_path / "run"
+    config = tiny_task_config("text_classification", tmp_path / "data", run, trainer={"max_steps": 4})
+    path = write_yaml(tmp_path / "config.yaml", config)
+    tetraformer("fit", "-c", path, cache_dir=tmp_path / "cache")
+    ckpt = run / "checkpoints" / "last.ckpt"
+    for given in (ckpt, "last"):
+        said = failing(
+            "fit", "-c", path, "--ckpt_path", given, "--model.arch.d_model", "64", cache_dir=tmp_path / "cache"
+        )
+        assert "--model.arch.d_model 64 (the checkpoint's: 32)" in said, said
+        assert "comes from its checkpoint" in said and f"--model.init_from {ckpt}" in said, said
