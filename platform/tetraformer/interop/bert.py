@@ -314,9 +314,10 @@ class HFBertForSequenceClassification(BertBase):
             raise InteropError("only a classifier on an encoder backbone exports as BertForSequenceClassification")
         if head.pooling != "cls" or isinstance(head.pooler, nn.Identity):
             raise InteropError(
-                f"BertForSequenceClassification reads [CLS] through the tanh pooler; this classifier has "
-                f"pooling={head.pooling!r}, pooler={not isinstance(head.pooler, nn.Identity)} (train with "
-                "--model.pooling cls --model.pooler true to export it)"
+                f"this classifier has pooling={head.pooling!r}, pooler={not isinstance(head.pooler, nn.Identity)}, "
+                "but BertForSequenceClassification, the only BERT classifier transformers loads, reads [CLS] through "
+                "the tanh pooler: exporting it would give another model; train with --model.pooling cls "
+                "--model.pooler true to export it"
             )
         model = cls(net.backbone, {**hf_config, "num_labels": head.classifier.out_features}, tokenizer_dir)
         model.head = head

@@ -115,8 +115,9 @@ def test_export_refuses_what_bert_cannot_express(
         train_path=str(splits["train"]),
         val_path=str(splits["val"]),
     )
-    with pytest.raises(InteropError, match="pooling='mean'"):
+    with pytest.raises(InteropError, match="pooling='mean'.*reads \\[CLS\\].*--model.pooling cls"):
         convert_command(["to-hf", str(run / "checkpoints" / "last.ckpt"), str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.*"))  # nothing half-written
 
 
 def test_init_from_a_package_folder(
