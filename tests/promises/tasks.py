@@ -76,8 +76,8 @@ def write_task_data(task: str, root: Path) -> dict[str, str]:
 def tiny_task_config(task: str, root: Path, run_dir: Path, **overrides: dict[str, Any]) -> dict[str, Any]:
     """The promise config of `task`: its data written under `root`, the run in `run_dir`.
 
-    `overrides` name sections, each merged into the config (nested dicts key by key): `trainer`, `model` (the
-    model's init_args), `arch` (the model's arch), `data` (the data's init_args), `run`; e.g.
+    `overrides` name sections, each merged into the config (nested dicts key by key, lists replaced): `trainer`,
+    `model` (the model's init_args), `arch` (the model's arch), `data` (the data's init_args), `run`; e.g.
     `tiny_task_config("seq2seq", root, run, arch={"dropout": 0.0}, run={"save_every_n_steps": None})`.
     """
     unknown = set(overrides) - set(SECTIONS)
