@@ -153,9 +153,14 @@ class TaskDataModule(L.LightningDataModule):
         """Resume the fit of `checkpoint` (read from `path`): its tokenizer, never retrained, and its data, whose
         content must be the same unless `allow_changed_data` (a DataError in one line, before any work)."""
         self.resumed_from = path
+        self.check_resumed_data(checkpoint, path)
         spec = stored_spec(checkpoint[PAYLOAD_KEY])
         if spec.tokenizer is not None:
             self.resume_tokenizer(spec, path)
+
+    def check_resumed_data(self, checkpoint: dict[str, Any], path: Path) -> None:
+        """The fingerprint of the data now against the one `checkpoint` recorded (files whose path, size and mtime
+        are the same are not read): a DataError when the content differs, unless `allow_changed_data`."""
         recorded = (checkpoint.get(type(self).__qualname__) or {}).get(FINGERPRINT_KEY)
         if recorded is None:
             log.warning("%s records no fingerprint of the data it trained on: the data is not compared", path)
