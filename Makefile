@@ -19,13 +19,14 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# everything (about 14 minutes on 2 CPU cores); pytest lists the 20 slowest tests
+# everything, on as many pytest workers as the machine has cores (pytest-xdist; a test file, or a promise test's
+# task, stays on one worker so its fixtures are built once); pytest lists the 20 slowest tests
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadgroup
 
 # the unit tests, without CLI fits or multi-process runs (the `slow` marker): about 2 minutes on 2 CPU cores
 test-fast: lint
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" -n auto --dist loadgroup
 
 bench: venv
 	$(PY) scripts/bench.py --markdown

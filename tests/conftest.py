@@ -60,6 +60,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.timeout(DISTRIBUTED_TIMEOUT_S))
         if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+        item.add_marker(pytest.mark.xdist_group(worker_group(item)))
+
+
+def worker_group(item: pytest.Item) -> str:
+    """Which tests `pytest -n N --dist loadgroup` keeps on one worker, so module and session fixtures are built
+    once: a test file's tests together, except the promise tests, whose fits are per task (one group per task)."""
+    task = getattr(item, "callspec", None) and item.callspec.params.get("task")
+    return f"{item.path.name}::{task}" if task and item.path.parent.name == "promises" else str(item.path)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -87,7 +87,7 @@ def test_a_multi_label_ensemble_pools_probabilities(run_cli: Callable[..., Path]
     torch.testing.assert_close(out["preds"], torch.stack([logits.sigmoid() for logits in alone]).mean(0))
 
 
-@pytest.mark.parametrize("clash", [{"init_from": "base.ckpt"}, {"lora": {"rank": 4}}])
+@pytest.mark.parametrize("clash", [{"init_from": "base.ckpt"}, {"lora": {"rank": 4, "save": "merged"}}])
 def test_an_ensemble_refuses_options_that_load_or_adapt_one_network(clash: dict) -> None:
     with pytest.raises(ConfigError, match=f"--model.ensemble 2 trains classifiers .*--model.{next(iter(clash))}"):
         TextClassification(ensemble=2, **clash)

@@ -93,7 +93,7 @@ def test_each_member_learns_from_its_own_loss(crf: bool) -> None:
             torch.testing.assert_close(got, own / 2)
 
 
-@pytest.mark.parametrize("clash", [{"init_from": "base.ckpt"}, {"lora": {"rank": 4}}])
+@pytest.mark.parametrize("clash", [{"init_from": "base.ckpt"}, {"lora": {"rank": 4, "save": "merged"}}])
 def test_an_ensemble_refuses_options_that_load_or_adapt_one_network(clash: dict, tmp_path) -> None:
     with pytest.raises(ConfigError, match=f"--model.ensemble 2 .*--model.{next(iter(clash))}"):
         TokenClassification(ensemble=2, **clash)
