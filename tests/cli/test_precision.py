@@ -9,9 +9,10 @@ import logging
 import pytest
 import torch
 
-from tetraformer.accel.chooser import isa_flags
+from tetraformer.accel import chooser
+from tetraformer.accel.chooser import bf16_cpu_flag, isa_flags
 from tetraformer.cli import precision
-from tetraformer.cli.precision import PlatformTrainer, bf16_cpu_flag, chosen_precision, native_precision
+from tetraformer.cli.precision import PlatformTrainer, chosen_precision, native_precision
 
 ZEN3 = "flags\t\t: fpu sse2 avx f16c fma avx2 bmi2"  # AVX2 only: the CPU issue 62 measured bf16 9x slower on
 ZEN4 = "flags\t\t: fpu avx2 fma avx512f avx512bw avx512_bf16 avx512_vnni"
@@ -30,7 +31,7 @@ CPUS = {  # /proc/cpuinfo text -> the precision `auto` takes on that CPU
 def fake_cpu(monkeypatch: pytest.MonkeyPatch, cpuinfo: str, cap: str | None = None) -> None:
     """This process sees a CPU with these /proc/cpuinfo flags (and a oneDNN ISA cap), and no CUDA."""
     flags = isa_flags(cpuinfo) + ([f"ONEDNN_MAX_CPU_ISA={cap}"] if cap else [])
-    monkeypatch.setattr(precision, "cpu_flags", lambda: flags)
+    monkeypatch.setattr(chooser, "cpu_flags", lambda: flags)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
 
 

@@ -160,6 +160,20 @@ def cpu_flags() -> list[str]:
     return flags + ([f"ONEDNN_MAX_CPU_ISA={cap}"] if cap else [])
 
 
+BF16_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")  # Intel AMX, AVX-512 BF16, Arm's BF16 extension
+ONEDNN_CAPS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
+
+
+def bf16_cpu_flag(flags: list[str] | None = None) -> str | None:
+    """The flag by which this CPU (or one of `flags`) runs bf16 dot products natively; None without one, or when
+    ONEDNN_MAX_CPU_ISA caps oneDNN below its bf16 kernels. The one rule for precision `auto` and bf16 layouts."""
+    flags = cpu_flags() if flags is None else flags
+    cap = next((f.partition("=")[2].upper() for f in flags if f.startswith("ONEDNN_MAX_CPU_ISA=")), None)
+    if cap in ONEDNN_CAPS_WITHOUT_BF16:
+        return None
+    return next((flag for flag in BF16_FLAGS if flag in flags), None)
+
+
 def isa_flags(cpuinfo: str) -> list[str]:
     """ISA_FLAGS named on the first x86 "flags" or Arm "Features" line of /proc/cpuinfo's text, in ISA_FLAGS' order."""
     line = next((x for x in cpuinfo.splitlines() if x.startswith(("flags", "Features"))), ":")

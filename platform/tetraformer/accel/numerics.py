@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from tetraformer.accel.chooser import cpu_flags
+from tetraformer.accel.chooser import bf16_cpu_flag
 from tetraformer.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,6 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "lm_loss": ("auto", "logits", "fused"),
 }
 ENV = {"attention": "TETRAFORMER_ATTENTION", "bf16_layout": "TETRAFORMER_BF16_LAYOUT", "lm_loss": "TETRAFORMER_LM_LOSS"}
-NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})  # x86 AVX-512 BF16 / AMX, Arm's BF16 extension
-CAPS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
 
 
 @dataclass(frozen=True)
@@ -65,9 +63,7 @@ class Numerics:
 
 def native_bf16(flags: list[str] | None = None) -> bool:
     """Whether oneDNN runs bf16 dot products natively here: the CPU has them, no ONEDNN_MAX_CPU_ISA cap hides them."""
-    flags = cpu_flags() if flags is None else flags
-    cap = next((f.split("=", 1)[1].upper() for f in flags if f.startswith("ONEDNN_MAX_CPU_ISA=")), None)
-    return bool(NATIVE_BF16_FLAGS & set(flags)) and cap not in CAPS_WITHOUT_BF16
+    return bf16_cpu_flag(flags) is not None
 
 
 def from_env() -> Numerics:

@@ -18,14 +18,12 @@ import torch
 from lightning.pytorch import Trainer
 from lightning.pytorch.utilities import rank_zero_only
 
-from tetraformer.accel.chooser import cpu_flags
+from tetraformer.accel.chooser import bf16_cpu_flag
 
 log = logging.getLogger(__name__)
 AUTO = "auto"
 LIGHTNING_PRECISION = inspect.signature(Trainer.__init__).parameters["precision"].annotation  # its values, or None
 PrecisionSetting = Literal["auto"] | LIGHTNING_PRECISION
-BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")  # Intel AMX, AVX-512 BF16, Arm's BF16 (chooser.ISA_FLAGS)
-ONEDNN_CAPS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
 ALIASES = {"32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed", "64": "64-true"}  # as Lightning reads them
 CUDA_ONLY = ("16-mixed", "transformer-engine", "transformer-engine-float16")  # Lightning runs these on CUDA only
 PIN = "pin it with --trainer.precision 32-true or bf16-mixed"
@@ -35,15 +33,6 @@ def unified(precision: Any) -> str:
     """A precision as Lightning names it after construction: 32 and "32" -> "32-true", None -> "32-true"."""
     text = "32" if precision is None else str(precision)
     return ALIASES.get(text, text)
-
-
-def bf16_cpu_flag(flags: list[str]) -> str | None:
-    """The flag by which the CPU runs bf16 matmuls natively; None without one, or when ONEDNN_MAX_CPU_ISA caps
-    oneDNN below its bf16 kernels."""
-    cap = next((f.partition("=")[2].upper() for f in flags if f.startswith("ONEDNN_MAX_CPU_ISA=")), None)
-    if cap in ONEDNN_CAPS_WITHOUT_BF16:
-        return None
-    return next((flag for flag in BF16_CPU_FLAGS if flag in flags), None)
 
 
 def runs_on_cuda(accelerator: Any) -> bool:
@@ -62,7 +51,7 @@ def native_precision(accelerator: Any = AUTO, flags: list[str] | None = None) ->
         return "16-mixed", f"{name} has no bf16 units: fp16 with a gradient scaler"
     if str(accelerator).lower() not in ("cpu", AUTO):
         return "32-true", f"no bf16 rule for accelerator {accelerator!r}"
-    flag = bf16_cpu_flag(cpu_flags() if flags is None else flags)
+    flag = bf16_cpu_flag(flags)
     if flag is not None:
         return "bf16-mixed", f"this CPU has {flag}: bf16 matmuls run natively"
     return "32-true", "this CPU has no bf16 instructions (avx512_bf16, amx_bf16 or Arm bf16): bf16 would run slower"
