@@ -255,3 +255,27 @@ def test_cycle_finder_names_a_circle_hidden_in_a_function(tmp_path: Path) -> Non
     write(tmp_path, "tetraformer/b.py", "def g():\n    from tetraformer import a\n")
     write(tmp_path, "tetraformer/c.py", "from tetraformer.a import x\n")
     assert cycles(import_graph(tmp_path)) == [["tetraformer.a", "tetraformer.b", "tetraformer.a"]]
+
+
+def module_level_calls(path: Path) -> list[str]:
+    """`file:line` of each statement at a module's top level that is a bare call (`register(SPEC)`, `hook()`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        f"{path}:{node.lineno}" for node in tree.body if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+    ]
+
+
+def test_nothing_registers_itself_on_import() -> None:
+    """No module runs a call at import (a registration, a hook): what a command can do never depends on what was
+    imported before it. Registries are explicit lists read where they are used (payload.STARTING_POINTS,
+    interop.registry.FAMILY_MODULES); only `python -m tetraformer.cli` calls main()."""
+    roots = [SOURCE_ROOT / "tetraformer", SOURCE_ROOT.parent / "tasks"]
+    calls = [call for root in roots for path in sorted(root.rglob("*.py")) for call in module_level_calls(path)]
+    assert [c for c in calls if not c.endswith(("cli/__main__.py:5",))] == []
+
+
+def test_the_call_finder_sees_a_registration(tmp_path: Path) -> None:
+    """The walker above finds a top-level call, and ignores one inside a function."""
+    path = tmp_path / "family.py"
+    path.write_text("SPEC = 1\nregister(SPEC)\n\ndef f():\n    register(SPEC)\n", encoding="utf-8")
+    assert module_level_calls(path) == [f"{path}:2"]
