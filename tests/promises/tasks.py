@@ -11,8 +11,12 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import torch
+import transformers
+
 from tests.data.quadrant_images import write_folder
 from tests.tasks.image_classification.conftest import tiny_config as image_config
+from tests.tasks.instruction_tuning.conftest import qwen2_folder
 from tests.tasks.instruction_tuning.conftest import tiny_config as chat_config
 from tests.tasks.language_modeling.conftest import TEXT
 from tests.tasks.language_modeling.conftest import tiny_config as lm_config
@@ -24,6 +28,7 @@ from tests.tasks.text_classification.conftest import labelled_rows, write_csv
 from tests.tasks.text_classification.conftest import tiny_config as text_config
 from tests.tasks.token_classification.conftest import tagged_sentences, write_conll
 from tests.tasks.token_classification.conftest import tiny_config as tagger_config
+from tetraformer.data import train_tokenizer
 
 TASKS = (
     "language_modeling",
@@ -129,3 +134,27 @@ def _splits(root: Path, suffix: str, write: Any, n: tuple[int, int] = (240, 60))
         path = root / (f"{split}.{suffix}" if suffix else split)
         paths[f"{split}_path"] = str(_written(path, lambda p, c=count, s=seed: write(p, c, s)))
     return paths
+
+
+def hf_folder(task: str, root: Path) -> Path:
+    """A tiny random Hugging Face model folder (weights and tokenizer) the task can start from: a Qwen2 for the chat
+    task, a BertModel with a WordPiece tokenizer of the training rows for text classification."""
+    out = root / "hf"
+    if task == "instruction_tuning":
+        return out if out.is_dir() else qwen2_folder(out)
+    if task != "text_classification":
+        raise ValueError(f"no Hugging Face folder for {task!r}")
+    if not out.is_dir():
+        train = Path(write_task_data(task, root)["train_path"])
+        tokenizer = train_tokenizer([train], "wordpiece", 100, out)
+        config = transformers.BertConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
+        torch.manual_seed(0)
+        transformers.BertModel(config).save_pretrained(out)
+    return out

@@ -9,6 +9,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -38,11 +39,15 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], P
     return run
 
 
-def killed(task: str, base: Path, name: str) -> tuple[Path, int]:
-    """The task's run `name`, paced, killed with SIGKILL at a random moment after its first periodic last.ckpt (in
-    the uninterrupted run's cache, as on one machine): its config and the step its last.ckpt holds."""
+def killed(
+    task: str, base: Path, name: str, cache: Path | None = None, model: dict[str, Any] | None = None
+) -> tuple[Path, int]:
+    """The task's run `name` (with `model` options), paced, killed with SIGKILL at a random moment after its first
+    periodic last.ckpt (in `cache`, by default the uninterrupted run's, as on one machine): its config and the step
+    its last.ckpt holds."""
     release = base / f"{name}.release"
-    config = write_yaml(base / f"{name}.yaml", tiny_task_config(task, base, base / name, trainer=paced(release)))
+    run = tiny_task_config(task, base, base / name, trainer=paced(release), model=model or {})
+    config = write_yaml(base / f"{name}.yaml", run)
     last = base / name / LAST
     kill_at: list[float] = []
 
@@ -51,7 +56,7 @@ def killed(task: str, base: Path, name: str) -> tuple[Path, int]:
             kill_at.append(time.monotonic() + random.uniform(0, KILL_WITHIN_S))
         return bool(kill_at) and time.monotonic() >= kill_at[0]
 
-    killed_after("fit", "-c", config, cache_dir=base / "cache", ready=ready)
+    killed_after("fit", "-c", config, cache_dir=cache or base / "cache", ready=ready)
     release.touch()  # a resumed run is not held
     return config, torch.load(last, map_location="cpu", weights_only=False)["global_step"]
 
