@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tetraformer.data import read_text, resolve_files
-from tetraformer.data.chat import ChatRows, Message, chat_ready, conversation, with_template
+from tetraformer.data.chat import ChatRows, Message, chat_ready, conversation, prompt_turns, with_template
 from tetraformer.data.errors import DataError
 from tetraformer.data.packed_examples import PackedBins, PackedExamples, PaddedExamples
-from tetraformer.data.records import RecordFormat, iter_records
+from tetraformer.data.records import SUFFIX_FORMATS, RecordFormat, iter_records
 from tetraformer.data.row_store import ROWS, RowStore, Tables, tokenize_rows
 from tetraformer.data.spec import DataSpec
 from tetraformer.data.splits import train_val_split
@@ -88,6 +88,14 @@ class InstructionTuningData(TextDataModule):
             self.train_run_tokenizer_on(self.run_dir() / CORPUS, corpus)
         self.prepare_stores()
 
+    def prompts(self, path: str) -> list[str | list[Message]]:
+        """Predict inputs: JSON/JSONL records (a prompt, or a conversation up to its last user turn, as training
+        files hold them), else one prompt per line of text."""
+        files = resolve_files(path)
+        if all(Path(f).suffix.lower() in SUFFIX_FORMATS for f in files):
+            return [prompt_turns(r) for f in files for r in iter_records(f, self.format, (), self.encoding)]
+        return list(read_text(path, documents="line", encoding=self.encoding)["text"])
+
     def conversations(self, path: str) -> list[list[Message]]:
         """The checked conversations of a path's files (a DataError names a bad record's file and line)."""
         return [
@@ -135,8 +143,7 @@ class InstructionTuningData(TextDataModule):
         if self.tokenizer is None:
             self.tokenizer = self.load_run_tokenizer()
         if stage == "predict":
-            rows = read_text(self.require("predict"), documents="line", encoding=self.encoding)
-            self.datasets["predict"] = list(rows["text"])
+            self.datasets["predict"] = self.prompts(self.require("predict"))
             return
         stores = {split: self.view(store) for split, store in self.stores(stage).items()}
         if stage in ("fit", "validate") and "val" not in self._rows:
@@ -168,7 +175,13 @@ class InstructionTuningData(TextDataModule):
 
     def collate(self, rows: list[Any]) -> dict[str, Any]:
         """Padded or packed batches; predict batches are lists of prompts."""
-        if isinstance(rows[0], str):
+        if is_prompt(rows[0]):
             return {"prompts": rows}
         pad_id = self.tokenizer.pad_token_id or 0
         return (PackedExamples if self.batching == "packed" else PaddedExamples)(pad_id)(rows)
+
+
+def is_prompt(row: Any) -> bool:
+    """Whether a loader row is one of predict's prompts (a text, or a conversation's turns), not a training example
+    or a packed bin of them."""
+    return isinstance(row, str) or (isinstance(row, list) and all(isinstance(m, dict) and "role" in m for m in row))

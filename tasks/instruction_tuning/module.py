@@ -108,9 +108,10 @@ class InstructionTuning(CausalLMTask):
         """The tokenizer, with the spec's chat template when it has none (a `--tokenizer` given to `generate`)."""
         return with_template(self.tokenizer, dict(self.spec.extras) if self.spec is not None else {})
 
-    def generation_inputs(self, prompts: list[str]) -> list[str]:
-        """Each prompt as a one-turn conversation rendered up to the assistant's reply."""
-        return [render_prompt(self.chat_tokenizer, [{"role": "user", "content": p}]) for p in prompts]
+    def generation_inputs(self, prompts: list[str | list[Message]]) -> list[str]:
+        """Each prompt (a user turn, or a conversation's turns) rendered up to the assistant's reply."""
+        turns = [[{"role": "user", "content": p}] if isinstance(p, str) else p for p in prompts]
+        return [render_prompt(self.chat_tokenizer, messages) for messages in turns]
 
     def stop_token_ids(self) -> tuple[int, ...]:
         """The end-of-turn token (data/chat.py), then eos: a reply ends at either, as a chat model's

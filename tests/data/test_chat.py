@@ -18,6 +18,7 @@ from tetraformer.data.chat import (
     chat_ready,
     conversation,
     end_of_turn_id,
+    prompt_turns,
     render,
     render_prompt,
 )
@@ -168,3 +169,30 @@ def test_chat_rows_shift_cut_and_drop(tokenizer: Any) -> None:
     cut = ChatRows(tokenizer, first_reply + 1)(batch)
     assert cut["cut"][0] and len(cut["input_ids"][0]) == len(cut["labels"][0]) == first_reply + 1
     assert ChatRows(tokenizer, first_reply - 1)(batch)["input_ids"] == []  # no assistant token left
+
+
+def test_predict_records_ask_what_training_records_would(write: Callable[[str, str], Path]) -> None:
+    """A predict record: a prompt or text (a plain user turn; after a system turn as a conversation), or messages up
+    to the last user turn (a training record's reply is dropped)."""
+    rows = [{"prompt": "P"}, {"text": "T"}, {"system": "S", "prompt": "P"}, {"messages": CHAT}]
+    path = write("predict.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    plain, text, system, chat = [prompt_turns(record) for record in iter_records(path)]
+    assert (plain, text) == ("P", "T")
+    assert system == [{"role": "system", "content": "S"}, {"role": "user", "content": "P"}]
+    assert chat == CHAT[:-1] and chat[-1]["role"] == "user"
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ({"response": "R"}, "needs 'messages', 'prompt' or 'text' \\(keys present: 'response'\\)"),
+        ({"messages": [{"role": "assistant", "content": "A"}]}, "no user turn to answer"),
+    ],
+)
+def test_a_predict_record_without_a_question_names_its_line(
+    write: Callable[[str, str], Path], row: dict[str, Any], message: str
+) -> None:
+    """A record with nothing to answer is a DataError at its file and line."""
+    path = write("predict.jsonl", json.dumps({"prompt": "ok"}) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(DataError, match=f"predict.jsonl:2.*{message}|{message}.*predict.jsonl:2"):
+        [prompt_turns(record) for record in iter_records(path)]

@@ -113,9 +113,9 @@ def test_predicted_labels_score_what_test_reports(trained: Callable[[str], Train
 def test_predict_generates_what_generate_does(trained: Callable[[str], Trained], task: str, tmp_path: Path) -> None:
     """`predict` on a prompts file and `generate` on its first prompt, greedy, from the checkpoint alone: one text."""
     run = trained(task)
-    prompts = tmp_path / ("prompts.txt" if task == "instruction_tuning" else "prompts.jsonl")  # chat: one per line
-    lines = PROMPTS if task == "instruction_tuning" else [json.dumps(prompt_row(task, p)) for p in PROMPTS]
-    prompts.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    prompts = tmp_path / "prompts.jsonl"
+    rows = [prompt_row(task, p, i) for i, p in enumerate(PROMPTS)]
+    prompts.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     predicted = predictions(run.run("predict", "--ckpt_path", run.ckpt, "--data.predict_path", prompts, *GREEDY))
     assert len(predicted) == len(PROMPTS)
     for prompt, row in [(PROMPTS[0], predicted[0])]:  # one generate process is enough to compare
@@ -136,8 +136,10 @@ def test_predict_generates_what_generate_does(trained: Callable[[str], Trained],
         assert done.stdout.rstrip("\n") == shown, (prompt, done.stdout, row)
 
 
-def prompt_row(task: str, prompt: str) -> dict[str, Any]:
-    """One predict input of a language model or seq2seq task."""
+def prompt_row(task: str, prompt: str, index: int) -> dict[str, Any]:
+    """One predict input: a chat's as a prompt record, then as a conversation (the shape of training files)."""
+    if task == "instruction_tuning":
+        return {"prompt": prompt} if index == 0 else {"messages": [{"role": "user", "content": prompt}]}
     if task == "seq2seq":
         return {"source": prompt}
     return {"text": prompt}

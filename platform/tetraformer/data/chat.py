@@ -51,6 +51,25 @@ def conversation(record: Record) -> list[Message]:
     return checked
 
 
+def prompt_turns(record: Record) -> str | list[Message]:
+    """What a predict record asks the assistant: a `text` or `prompt` string (one user turn, after a `system` if
+    any), or `messages` up to the last user turn (a training record's assistant reply is left out)."""
+    data = record.data
+    if "messages" in data and isinstance(data["messages"], list):
+        checked = [_message(record, i, m) for i, m in enumerate(data["messages"])]
+        while checked and checked[-1]["role"] == "assistant":
+            checked.pop()
+        if not checked or checked[-1]["role"] != "user":
+            raise record.error("'messages' has no user turn to answer")
+        return checked
+    for key in ("prompt", "text"):
+        if isinstance(data.get(key), str) and data[key]:
+            system = [{"role": "system", "content": data["system"]}] if isinstance(data.get("system"), str) else []
+            return system + [{"role": "user", "content": data[key]}] if system else data[key]
+    keys = ", ".join(repr(k) for k in data) or "none"
+    raise record.error(f"a prompt record needs 'messages', 'prompt' or 'text' (keys present: {keys})")
+
+
 def _message(record: Record, index: int, message: Any) -> Message:
     """One entry of `messages`: an object with a known role and non-empty string content."""
     where = f"messages[{index}]"
