@@ -11,10 +11,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import torch
-import transformers
-
 from tests.data.quadrant_images import write_folder
+from tests.hf_folders import tiny_bert
 from tests.tasks.image_classification.conftest import tiny_config as image_config
 from tests.tasks.instruction_tuning.conftest import qwen2_folder
 from tests.tasks.instruction_tuning.conftest import tiny_config as chat_config
@@ -28,7 +26,6 @@ from tests.tasks.text_classification.conftest import labelled_rows, write_csv
 from tests.tasks.text_classification.conftest import tiny_config as text_config
 from tests.tasks.token_classification.conftest import tagged_sentences, write_conll
 from tests.tasks.token_classification.conftest import tiny_config as tagger_config
-from tetraformer.data import train_tokenizer
 
 TASKS = (
     "language_modeling",
@@ -145,16 +142,5 @@ def hf_folder(task: str, root: Path) -> Path:
     if task != "text_classification":
         raise ValueError(f"no Hugging Face folder for {task!r}")
     if not out.is_dir():
-        train = Path(write_task_data(task, root)["train_path"])
-        tokenizer = train_tokenizer([train], "wordpiece", 100, out)
-        config = transformers.BertConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=64,
-        )
-        torch.manual_seed(0)
-        transformers.BertModel(config).save_pretrained(out)
+        tiny_bert(out, [Path(write_task_data(task, root)["train_path"])])
     return out

@@ -12,10 +12,10 @@ import torch
 import transformers
 import yaml
 
+from tests.hf_folders import tiny_bert
 from tests.tasks.masked_lm.conftest import tiny_config, topic_corpus
 from tetraformer.cli import main
 from tetraformer.core import MaskedLM
-from tetraformer.data import train_tokenizer
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
 from tetraformer.training.checkpointing.loading import load_task_module
 
@@ -155,23 +155,12 @@ def test_from_hf_bert_for_masked_lm_gives_a_checkpoint_test_accepts(
 ) -> None:
     """A tiny random BertForMaskedLM converts to a masked_lm checkpoint with transformers' logits; `test` runs it."""
     src = tmp_path / "hf_bert"
-    tokenizer = train_tokenizer([corpus], "wordpiece", 100, src)
-    config = transformers.BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
-    torch.manual_seed(0)
-    hf = transformers.BertForMaskedLM(config).eval()
-    hf.save_pretrained(src)
+    hf = tiny_bert(src, [corpus], transformers.BertForMaskedLM)
     ckpt = tmp_path / "bert.ckpt"
     main(["convert", "from-hf", str(src), str(ckpt)])
     assert read_checkpoint(ckpt)[PAYLOAD_KEY]["class_path"] == MASKED_LM
     ours = load_task_module(ckpt).net
-    ids = torch.randint(5, len(tokenizer), (2, 10))
+    ids = torch.randint(5, hf.config.vocab_size, (2, 10))
     with torch.no_grad():
         torch.testing.assert_close(ours(ids), hf(input_ids=ids).logits, atol=1e-4, rtol=0)
     run_cli("test", "--ckpt_path", str(ckpt), test_path=str(corpus))

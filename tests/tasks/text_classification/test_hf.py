@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import BertConfig, BertForSequenceClassification, BertModel
+from transformers import BertForSequenceClassification, BertModel
 
+from tests.hf_folders import tiny_bert
 from tests.tasks.text_classification.conftest import labelled_rows, write_csv
 from tetraformer.cli.commands import convert_command
-from tetraformer.data import load_tokenizer, train_tokenizer
+from tetraformer.data import load_tokenizer
 from tetraformer.interop import InteropError
 from tetraformer.training.checkpointing.loading import load_task_module
 
@@ -37,19 +38,8 @@ TEXTS = ["the goal and bread", "price of soup today", "a match"]
 def hf_bert(tmp_path: Path) -> Path:
     """A tiny random BertModel saved with a WordPiece tokenizer of the fixture text beside it."""
     out = tmp_path / "hf_bert"
-    tokenizer = train_tokenizer([write_csv(tmp_path / "tok.csv", labelled_rows(60, 0))], "wordpiece", 100, out)
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(out)
+    no_dropout = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    tiny_bert(out, [write_csv(tmp_path / "tok.csv", labelled_rows(60, 0))], BertModel, **no_dropout)
     return out
 
 

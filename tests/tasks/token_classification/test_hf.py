@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import BertConfig, BertForTokenClassification
+from transformers import BertForTokenClassification
 
+from tests.hf_folders import tiny_bert
 from tests.tasks.token_classification.conftest import tagged_sentences
 from tetraformer.cli.commands import convert_command
-from tetraformer.data import load_tokenizer, train_tokenizer
+from tetraformer.data import load_tokenizer
 from tetraformer.training.checkpointing.loading import load_task_module
 
 BERT_ARCH = {
@@ -37,20 +38,8 @@ def hf_tagger(tmp_path: Path) -> Path:
     out = tmp_path / "hf_tagger"
     text = tmp_path / "words.txt"
     text.write_text("".join(" ".join(w for w, _ in s) + "\n" for s in tagged_sentences(80, 3)), encoding="utf-8")
-    tokenizer = train_tokenizer([text], "wordpiece", 100, out)
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        num_labels=5,
-    )
-    torch.manual_seed(0)
-    BertForTokenClassification(config).save_pretrained(out)
+    no_dropout = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    tiny_bert(out, [text], BertForTokenClassification, num_labels=5, **no_dropout)
     return out
 
 

@@ -1,0 +1,26 @@
+"""Tiny random Hugging Face BERT folders (weights and a WordPiece tokenizer of the caller's text), built locally:
+the one builder the tests that start from, convert or compare against a BERT share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+
+from tetraformer.data import train_tokenizer
+
+TINY_BERT: dict[str, Any] = dict(
+    hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=64
+)
+
+
+def tiny_bert(out: Path, texts: list[Path], model: type[Any] = transformers.BertModel, **config: Any) -> Any:
+    """A random `model` (BertModel, BertForMaskedLM, ...) of TINY_BERT's shape (and `config`), with a 100-piece
+    WordPiece tokenizer of `texts`, saved to `out`; the model, in eval mode."""
+    tokenizer = train_tokenizer(texts, "wordpiece", 100, out)
+    torch.manual_seed(0)
+    net = model(transformers.BertConfig(vocab_size=len(tokenizer), **{**TINY_BERT, **config})).eval()
+    net.save_pretrained(out)
+    return net
