@@ -24,7 +24,7 @@ lint: venv
 test: lint
 	$(PY) -m pytest -q -n auto --dist loadgroup
 
-# the unit tests, without CLI fits or multi-process runs (the `slow` marker): about 2 minutes on 2 CPU cores
+# the unit tests, without CLI fits or multi-process runs (the `slow` marker): about 3 minutes on 2 CPU cores
 test-fast: lint
 	$(PY) -m pytest -q -m "not slow" -n auto --dist loadgroup
 
