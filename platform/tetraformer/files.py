@@ -1,5 +1,5 @@
-"""Writing files safely (atomically, or only on change), where Tetraformer keeps its caches, and model sources
-inside installed packages."""
+"""Writing files safely (atomically, or only on change), whose process left a file behind, where Tetraformer keeps
+its caches, and model sources inside installed packages."""
 
 from __future__ import annotations
 
@@ -58,6 +58,18 @@ def write_text_if_changed(path: Path, text: str) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process of this id runs on this host (another user's counts): how a build or an export tells
+    its own leftovers from those of a process that was killed mid-way."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def cache_root() -> Path:

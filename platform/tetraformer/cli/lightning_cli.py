@@ -104,7 +104,7 @@ class TetraformerCLI(LightningCLI):
         section = self.config[self.config.subcommand]
         given = section.get("ckpt_path")
         path = resumed_checkpoint(given, Path(section.trainer.get("default_root_dir") or "."))
-        hparams = dict(read_checkpoint(path).get("hyper_parameters") or {}) if path is not None else {}
+        hparams = dict(self._resumed_state(path).get("hyper_parameters") or {}) if path is not None else {}
         hparams.pop("_instantiator", None)
         if not hparams:
             return
@@ -113,6 +113,15 @@ class TetraformerCLI(LightningCLI):
         stored = self.parser.parse_object({self.config.subcommand: {"model": hparams}}, self.config.clone())
         laid_over = path == Path(given)  # a file path: Lightning's pass puts the checkpoint's over the config's
         check_resumed_model(section.model, stored[self.config.subcommand].model, path, laid_over)
+
+    def _resumed_state(self, path: Path) -> dict[str, Any]:
+        """The checkpoint a fit resumes without its tensors (weights, optimizer state): read once for the model
+        check, the Trainer's precision and W&B run, and the data's comparison, not once for each."""
+        states = self.__dict__.setdefault("_resumed_states", {})
+        if path not in states:
+            ckpt = read_checkpoint(path)
+            states[path] = {k: v for k, v in ckpt.items() if k not in ("state_dict", "optimizer_states")}
+        return states[path]
 
     def _load_weights_only(self) -> None:
         """Lightning's checkpoint loads take tensors and plain data only, unless --trust_checkpoint true."""
@@ -132,7 +141,7 @@ class TetraformerCLI(LightningCLI):
             self.datamodule.data_fingerprint()
         else:
             self.datamodule.trainer = self.trainer  # as fit attaches it: the run's directory holds its tokenizer
-            self.datamodule.resume_from(read_checkpoint(path), path)
+            self.datamodule.resume_from(self._resumed_state(path), path)
 
     def instantiate_classes(self) -> None:
         """Build the config's classes; a value one of them refuses is one line naming the option (option_errors)."""
@@ -155,7 +164,7 @@ class TetraformerCLI(LightningCLI):
         if self.subcommand == "fit":  # `--ckpt_path last` before any last.ckpt: from scratch (a requeued job)
             self.config_init.fit.ckpt_path = resume_path(self.config_init.fit.ckpt_path, root / "checkpoints")
             ckpt = resumed_checkpoint(self.config_init.fit.ckpt_path, root)
-            resumed = read_checkpoint(ckpt)[PAYLOAD_KEY] if ckpt is not None else {}
+            resumed = self._resumed_state(ckpt)[PAYLOAD_KEY] if ckpt is not None else {}
         kwargs["plugins"] = with_slurm_environment(with_atomic_io(trainer_cfg.get("plugins")))
         kwargs["precision"] = chosen_precision(
             trainer_cfg.get("precision"),

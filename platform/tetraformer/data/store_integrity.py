@@ -21,6 +21,8 @@ from pathlib import Path
 
 import xxhash
 
+from tetraformer.files import process_alive
+
 logger = logging.getLogger(__name__)
 
 CHUNK = 1 << 23  # bytes read per hash update
@@ -86,19 +88,8 @@ def _stale(path: Path) -> bool:
     """Whether no live process builds in this partial folder."""
     owner = _OWNER.search(path.name)
     if owner is not None and owner["host"] == socket.gethostname():
-        return not _alive(int(owner["pid"]))
+        return not process_alive(int(owner["pid"]))
     return time.time() - _last_write(path) > STALE_S
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process with this id runs on this host."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def _last_write(path: Path) -> float:

@@ -13,6 +13,7 @@ from pathlib import Path
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
+from tetraformer.files import process_alive
 from tetraformer.interop.errors import InteropError
 from tetraformer.safe_loading import load_torch_file
 
@@ -134,16 +135,5 @@ def _remove_stale_stages(out: Path) -> None:
     for kind in ("partial", "old"):
         for stage in out.parent.glob(f".{out.name}.{kind}-*-*"):
             pid = stage.name.removeprefix(f".{out.name}.{kind}-").split("-")[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not process_alive(int(pid)):
                 shutil.rmtree(stage, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process of this id is running."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
