@@ -38,9 +38,9 @@ RUN := runs/shakespeare_char
 
 # Train a small character-level GPT on Shakespeare (~6 minutes on 2 CPU cores), then sample from it.
 quickstart: venv
-	$(PY) scripts/prepare_data.py gutenberg
+	$(VENV)/bin/tetraformer demo-data gutenberg
 	rm -rf $(RUN)
 	WANDB_MODE=$${WANDB_MODE:-offline} $(VENV)/bin/tetraformer fit -c configs/language_modeling/shakespeare_char.yaml
 	$(VENV)/bin/tetraformer generate --ckpt $(RUN)/checkpoints/last.ckpt --prompt "ROMEO:" --max-new-tokens 120 --top-k 40
 	$(VENV)/bin/tetraformer generate --ckpt $(RUN)/checkpoints/last.ckpt --prompt "JULIET:" --max-new-tokens 120 --top-k 40 --seed 1
-	$(PY) scripts/run_summary.py $(RUN)
+	$(VENV)/bin/tetraformer summary $(RUN)

@@ -1,5 +1,5 @@
 """Commands beside the Lightning subcommands: `generate`, `tokenizer train`, `convert`, `attention`, `compare`,
-`prepare`, `vectors`."""
+`prepare`, `vectors`, `demo-data`, `summary`."""
 
 from __future__ import annotations
 
@@ -290,6 +290,20 @@ def vectors_command(argv: list[str]) -> None:
     count_vectors_main(argv)
 
 
+def demo_data_command(argv: list[str]) -> None:
+    """`tetraformer demo-data NAME ... [--list]`: the demo datasets built from packages (tetraformer.cli.demo_data)."""
+    from tetraformer.cli.demo_data import demo_data_main
+
+    demo_data_main(argv)
+
+
+def summary_command(argv: list[str]) -> None:
+    """`tetraformer summary RUN_DIR`: a finished run's files, throughput and val/loss (tetraformer.cli.summary)."""
+    from tetraformer.cli.summary import summary_main
+
+    summary_main(argv)
+
+
 def _unescape(text: str) -> str:
     """Turn the \\n and \\t a shell passes literally into newline and tab."""
     return text.replace("\\n", "\n").replace("\\t", "\t")
@@ -314,4 +328,6 @@ COMMANDS: dict[str, Callable[[list[str]], None]] = {
     "compare": compare_command,
     "prepare": prepare_command,
     "vectors": vectors_command,
+    "demo-data": demo_data_command,
+    "summary": summary_command,
 }

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from prepare_data_formats import split_items, write_csv
-from prepare_data_sources import SourceUnavailable, pip_package_dir
+from tetraformer.demo_data.formats import split_items, write_csv
+from tetraformer.demo_data.sources import SourceUnavailable, pip_package_dir
 
 PAIR_FIELDS = ("sentence", "definition", "label")
 TRAIN_PAIRS = 20_000  # the default cap on training pairs (half matches, half not)

@@ -1,18 +1,17 @@
-"""Tests for the Japanese text builder (scripts/prepare_data_japanese.py, prepare_data.py japanese_text) on
+"""The Japanese text builders (tetraformer.demo_data.japanese_prose and .japanese: `demo-data japanese_text`) on
 handmade manual pages and HTML pages."""
 
 from __future__ import annotations
 
 import gzip
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import prepare_data  # noqa: E402
-import prepare_data_japanese as ja  # noqa: E402
+from tetraformer.demo_data import japanese
+from tetraformer.demo_data import japanese_prose as ja
+from tetraformer.demo_data.formats import bert_text
+from tetraformer.demo_data.options import Options
 
 MAN_PAGE = r""".\" a comment line
 .TH LS 1
@@ -78,7 +77,7 @@ def test_documents_keep_each_sentence_once_and_leave_out_excluded_ones(tmp_path:
     documents = ja.japanese_documents(files, exclude)
     assert len(documents) == 2
     assert documents[1] == ["画像を開くには、ファイルメニューから開くを選択してください。"]
-    text = prepare_data.bert_text(documents)
+    text = bert_text(documents)
     assert text.count("\n\n") == 1 and text.endswith("。\n")
 
 
@@ -108,11 +107,11 @@ def test_japanese_text_holds_out_ner_val_and_test_sentences(
     }
     page = "<p>" + "".join(f"{name}の文その{i}です。" for name in names.values() for i in range(3)) + "</p>"
     pages = [write_doc(tmp_path / f"doc/{i}.html", page.replace("の文", f"の文{i}") + page) for i in range(3)]
-    monkeypatch.setattr(prepare_data, "ner_ja_parts", lambda seed: tagged)
-    monkeypatch.setattr(prepare_data, "JAPANESE_DOC_PACKAGES", ("docs-ja",))
-    monkeypatch.setattr(prepare_data, "apt_packages_files", lambda packages: dict.fromkeys(packages, pages))
-    monkeypatch.setattr(prepare_data, "janome_segmenter", CharSegmenter)
-    prepare_data.build_japanese_text(tmp_path / "out", prepare_data.Options(seed=0, limit=limit))
+    monkeypatch.setattr(japanese, "ner_ja_parts", lambda seed: tagged)
+    monkeypatch.setattr(japanese, "JAPANESE_DOC_PACKAGES", ("docs-ja",))
+    monkeypatch.setattr(japanese, "apt_packages_files", lambda packages: dict.fromkeys(packages, pages))
+    monkeypatch.setattr(japanese, "janome_segmenter", CharSegmenter)
+    japanese.build_japanese_text(tmp_path / "out", Options(seed=0, limit=limit))
     train = (tmp_path / "out/ja_text/train.txt").read_text(encoding="utf-8").split("\n")
     val = (tmp_path / "out/ja_text/val.txt").read_text(encoding="utf-8").split("\n")
     lines = set(train + val) - {""}
@@ -130,11 +129,11 @@ def test_japanese_manuals_hold_no_ner_sentence(tmp_path: Path, monkeypatch: pyte
     tagged = {split: [[(f"{name}の文です", "O"), ("。", "O")]] for split, name in names.items()}
     page = "<p>" + "".join(f"{name}の文です。" for name in names.values()) + "画像を開くには選択します。</p>"
     pages = [write_doc(tmp_path / f"doc/{i}.html", page.replace("画像", f"画像{i}")) for i in range(3)]
-    monkeypatch.setattr(prepare_data, "ner_ja_parts", lambda seed: tagged)
-    monkeypatch.setattr(prepare_data, "JAPANESE_DOC_PACKAGES", ("docs-ja",))
-    monkeypatch.setattr(prepare_data, "apt_packages_files", lambda packages: dict.fromkeys(packages, pages))
-    monkeypatch.setattr(prepare_data, "janome_segmenter", CharSegmenter)
-    prepare_data.build_japanese_manuals(tmp_path / "out", prepare_data.Options(seed=0, limit=None))
+    monkeypatch.setattr(japanese, "ner_ja_parts", lambda seed: tagged)
+    monkeypatch.setattr(japanese, "JAPANESE_DOC_PACKAGES", ("docs-ja",))
+    monkeypatch.setattr(japanese, "apt_packages_files", lambda packages: dict.fromkeys(packages, pages))
+    monkeypatch.setattr(japanese, "janome_segmenter", CharSegmenter)
+    japanese.build_japanese_manuals(tmp_path / "out", Options(seed=0, limit=None))
     text = "".join((tmp_path / f"out/ja_manuals/{s}.txt").read_text(encoding="utf-8") for s in ("train", "val"))
     lines = set(text.split("\n")) - {""}
     assert lines == {" ".join(f"画像{i}を開くには選択します。") for i in range(3)}

@@ -11,8 +11,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Protocol
 
-from prepare_data_formats import PARAGRAPH_BREAK
-from prepare_data_sources import pip_package_dir
+from tetraformer.demo_data.formats import PARAGRAPH_BREAK
+from tetraformer.demo_data.sources import pip_package_dir
 
 JAPANESE_DOC_PACKAGES = (  # Debian packages of Japanese manuals and guides (about 12 MB of sentences together)
     "manpages-ja",

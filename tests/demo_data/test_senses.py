@@ -1,17 +1,14 @@
-"""Tests for the WordNet word-sense pair builder (scripts/prepare_data_senses.py) on handmade data files."""
+"""Tests for the WordNet word-sense pair builder (tetraformer.demo_data.senses) on handmade data files."""
 
 from __future__ import annotations
 
 import csv
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import prepare_data_senses as senses  # noqa: E402
+from tetraformer.demo_data import senses
 
 HEADER = "  1 This software and database is being provided to you, the LICENSEE, by Princeton University\n"
 

@@ -1,11 +1,15 @@
-"""Print where a finished run left its checkpoints, metrics and W&B run, its throughput and MFU, and how validation
-loss moved."""
+"""`tetraformer summary RUN_DIR`: where a finished run left its checkpoints, metrics and W&B run, its throughput
+and MFU, and how validation loss moved (what `make quickstart` prints at the end)."""
 
 from __future__ import annotations
 
-import argparse
 import csv
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+
+from tetraformer.cli.parser import CommandParser
+from tetraformer.errors import ConfigError
 
 RATES = ("tokens_per_s", "samples_per_s", "mfu")
 
@@ -39,29 +43,31 @@ def _mean(rows: list[dict[str, str]], key: str) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def main() -> None:
-    """Summarise RUN_DIR."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("run_dir", type=Path)
-    run = parser.parse_args().run_dir
+def summary_lines(run: Path) -> list[str]:
+    """The summary of RUN_DIR, one line per fact."""
     metrics = sorted(run.glob("logs/version_*/metrics.csv"), key=lambda p: p.stat().st_mtime)
     wandb_runs = sorted(run.glob("wandb/offline-run-*"), key=lambda p: p.stat().st_mtime)
-    print(f"\nRun directory:   {run}")
-    for ckpt in sorted(run.glob("checkpoints/*.ckpt")):
-        print(f"Checkpoint:      {ckpt}")
+    lines = [f"Run directory:   {run}"]
+    lines += [f"Checkpoint:      {ckpt}" for ckpt in sorted(run.glob("checkpoints/*.ckpt"))]
     if metrics:
-        print(f"Metrics (CSV):   {metrics[-1]}")
+        lines.append(f"Metrics (CSV):   {metrics[-1]}")
         rates = throughput(metrics[-1])
         if rates:
-            print(f"Throughput:      {rates}")
+            lines.append(f"Throughput:      {rates}")
         losses = validation_losses(metrics[-1])
         if losses:
-            trail = "  ".join(f"{step}:{loss:.3f}" for step, loss in losses)
-            print(f"val/loss by step {trail}")
+            lines.append("val/loss by step " + "  ".join(f"{step}:{loss:.3f}" for step, loss in losses))
     if wandb_runs:
-        print(f"W&B offline run: {wandb_runs[-1]}")
-        print(f"Upload it with:  wandb sync {wandb_runs[-1]}")
+        lines += [f"W&B offline run: {wandb_runs[-1]}", f"Upload it with:  wandb sync {wandb_runs[-1]}"]
+    return lines
 
 
-if __name__ == "__main__":
-    main()
+def summary_main(argv: Sequence[str]) -> None:
+    """Print the summary of RUN_DIR; a folder that is not there is one `error:` line."""
+    about = "Summarise a finished run: checkpoints, metrics, throughput and MFU, val/loss, the W&B run."
+    parser = CommandParser(prog="tetraformer summary", description=about)
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run's trainer.default_root_dir")
+    run = parser.parse_args(argv).run_dir
+    if not run.is_dir():
+        raise ConfigError(f"{run}: no such run directory (give a fit's trainer.default_root_dir, e.g. runs/NAME)")
+    sys.stdout.write("\n" + "\n".join(summary_lines(run)) + "\n")

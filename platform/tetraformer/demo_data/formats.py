@@ -1,4 +1,4 @@
-"""Splitting, writing and parsing helpers for prepare_data.py; pure functions over small inputs."""
+"""Splitting, writing and parsing helpers of the demo-data builders; pure functions over small inputs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any, TypeVar
 
-from prepare_data_sources import SourceUnavailable
+from tetraformer.demo_data.sources import SourceUnavailable
 
 T = TypeVar("T")
 
@@ -91,6 +91,14 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> int:
 def bert_text(documents: Iterable[Iterable[str]]) -> str:
     """BERT's pretraining format: one sentence per line, a blank line between documents."""
     return "\n\n".join("\n".join(document) for document in documents) + "\n"
+
+
+def write_bert_splits(root: Path, folder: str, train: list[list[str]], val: list[list[str]]) -> dict[str, int]:
+    """Masked-LM documents (lists of sentences) -> FOLDER/{train,val}.txt in BERT's pretraining format."""
+    return {
+        f"{folder}/{split}.txt": write_text(root / folder / f"{split}.txt", bert_text(documents))
+        for split, documents in (("train", train), ("val", val))
+    }
 
 
 def conll_lines(path: Path, sentences: Iterable[Sequence[tuple[str, str]]]) -> list[str]:

@@ -1,22 +1,19 @@
-"""Tests for reading a spaCy model's vectors (scripts/prepare_data_vectors.py, prepare_data.py ja_vectors) from a
+"""Tests for reading a spaCy model's vectors (tetraformer.demo_data.spacy_vectors, `demo-data ja_vectors`) from a
 handmade vocab folder: spaCy's string hashes, its msgpack key2row, and the directory --model.word_vectors reads."""
 
 from __future__ import annotations
 
 import json
 import struct
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import prepare_data  # noqa: E402
-import prepare_data_vectors as pv  # noqa: E402
-
-from tetraformer.data.word_vectors import read_word_vectors  # noqa: E402
+from tetraformer.data.word_vectors import read_word_vectors
+from tetraformer.demo_data import japanese
+from tetraformer.demo_data import spacy_vectors as pv
+from tetraformer.demo_data.options import Options
 
 
 def test_hash_is_spacys() -> None:
@@ -71,8 +68,8 @@ def test_spacy_vectors_and_the_dataset(tmp_path: Path, monkeypatch: pytest.Monke
     vocab = spacy_vocab(tmp_path / "pkg")
     table, rows = pv.spacy_vectors(vocab)
     assert rows == {"東京": 0, "大阪": 1, "おおさか": 1, "京都": 2}
-    monkeypatch.setattr(prepare_data, "pip_package_dir", lambda dist, module: tmp_path / "pkg" / "ja_ginza")
-    counts = prepare_data.build_ja_vectors(tmp_path / "data", prepare_data.Options())
+    monkeypatch.setattr(japanese, "pip_package_dir", lambda dist, module: tmp_path / "pkg" / "ja_ginza")
+    counts = japanese.build_ja_vectors(tmp_path / "data", Options())
     assert counts == {"ja_vectors/words.tsv": 4, "ja_vectors/vectors.npy": 3}
     vectors = read_word_vectors(tmp_path / "data" / "ja_vectors")
     np.testing.assert_array_equal(vectors.table[vectors.rows["おおさか"]], table[1])

