@@ -1,17 +1,18 @@
 """TF-IDF + linear SVM on a text-classification split: the baseline the transformers are compared with.
 
-python scripts/prepare_data.py reuters
-python scripts/baselines.py --train data/reuters/train.csv --test data/reuters/test.csv
-python scripts/baselines.py --train data/word_senses/train.csv --test data/word_senses/test.csv \
-    --text_field sentence --pair_field definition   # pairs: [A, B, A*B] TF-IDF features
-python scripts/baselines.py ner --train data/ner_en/train.conll --test data/ner_en/test.conll   # baselines_ner.py
-python scripts/baselines.py lm --train data/shakespeare/train.txt --val data/shakespeare/val.txt  # baselines_lm.py
+    tetraformer demo-data reuters
+    python scripts/baselines.py --train data/reuters/train.csv --test data/reuters/test.csv
+    python scripts/baselines.py --train data/word_senses/train.csv --test data/word_senses/test.csv \
+        --text_field sentence --pair_field definition   # pairs: [A, B, A*B] TF-IDF features
+    python scripts/baselines.py ner --train data/ner_en/train.conll --test data/ner_en/test.conll  # baselines_ner.py
+    python scripts/baselines.py lm --train data/shakespeare/train.txt --val data/shakespeare/val.txt  # baselines_lm.py
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from scipy.sparse import csr_matrix, hstack
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics import accuracy_score, f1_score
 from sklearn.svm import LinearSVC
+
+SIBLINGS = {"ner": "baselines_ner.py", "lm": "baselines_lm.py"}  # `baselines.py ner|lm ...` runs these
 
 
 def read_split(path: Path, fields: list[str], label_field: str) -> tuple[list[list[str]], list[str]]:
@@ -36,6 +39,11 @@ def features(vectorizer: TfidfVectorizer, texts: list[list[str]]) -> csr_matrix:
     return hstack(parts).tocsr()
 
 
+def sibling_command(argv: list[str]) -> list[str]:
+    """`ner ARGS` / `lm ARGS` as the command line of the baseline script that runs it."""
+    return [sys.executable, str(Path(__file__).with_name(SIBLINGS[argv[0]])), *argv[1:]]
+
+
 def main(argv: list[str] | None = None) -> None:
     """Fit TF-IDF (uni+bigrams, sublinear tf) + LinearSVC on train; print test accuracy and macro-F1.
 
@@ -43,16 +51,8 @@ def main(argv: list[str] | None = None) -> None:
     the language-model one (scripts/baselines_lm.py: character n-grams with Kneser-Ney smoothing).
     """
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["ner"]:
-        import baselines_ner  # scripts/ is on sys.path when this file runs as a script
-
-        baselines_ner.main(argv[1:])
-        return
-    if argv[:1] == ["lm"]:
-        import baselines_lm
-
-        baselines_lm.main(argv[1:])
-        return
+    if argv[:1] and argv[0] in SIBLINGS:  # a script of its own, run in its own process (no script imports another)
+        raise SystemExit(subprocess.call(sibling_command(argv)))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=Path, default=Path("data/reuters/train.csv"))
     parser.add_argument("--test", type=Path, default=Path("data/reuters/test.csv"))

@@ -28,134 +28,56 @@ MFU is model training FLOPs/s over the best matmul FLOP/s this script measures f
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import statistics
+import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from pathlib import Path
 
-import bench_generation
 import torch
-from bench_models import BUILDERS, HF_ATTENTION, Batch, LossFn, Pair, check_params
-from bench_table import CLOCKS, add_clock_option, format_rows, machine
-from torch import nn
+from bench_common import (
+    ADAMW,
+    BUILDERS,
+    DTYPES,
+    HF_ATTENTION,
+    Pair,
+    Result,
+    Step,
+    add_clock_option,
+    bench,
+    check_params,
+    format_rows,
+    layouts,
+    machine,
+    make_step,
+    time_steps,
+    to_device,
+)
 
-from tetraformer.accel import bf16_layouts, measured_attention
-from tetraformer.training.callbacks.peak import measure_matmuls, synchronize
+from tetraformer.training.callbacks.peak import measure_matmuls
 
 FAMILIES = ("bert", "gpt", "t5", "vit")
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-ADAMW = dict(lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+SIBLINGS = {"--generation": "bench_generation.py", "--tasks": "bench_tasks.py", "--long": "bench_long.py"}
 
 
-@dataclass
-class Result:
-    """Median step times of one family in one dtype, and the median paired ratio."""
-
-    family: str
-    dtype: str
-    unit: str
-    items: int  # per step
-    flops: float  # per step
-    rounds: int
-    ours_s: float
-    hf_s: float
-    ratio: float  # median over rounds of HF's step time / ours in the same round: > 1 means ours is faster
-
-    def cells(self, peak: float) -> list[str]:
-        """Table cells; MFU against the dtype's matmul peak in FLOP/s."""
-        ours, hf = self.items / self.ours_s, self.items / self.hf_s
-        ours_mfu, hf_mfu = self.flops / self.ours_s / peak, self.flops / self.hf_s / peak
-        return [
-            self.family,
-            self.dtype,
-            f"{rate(ours)} {self.unit}/s",
-            f"{rate(hf)} {self.unit}/s",
-            f"{self.ratio:.2f}",
-            f"{ours_mfu:.1%}",
-            f"{hf_mfu:.1%}",
-            str(self.rounds),
-        ]
+def cells(r: Result, peak: float) -> list[str]:
+    """A result's table cells; MFU against the dtype's matmul peak in FLOP/s."""
+    ours, hf = r.items / r.ours_s, r.items / r.hf_s
+    ours_mfu, hf_mfu = r.flops / r.ours_s / peak, r.flops / r.hf_s / peak
+    return [
+        r.family,
+        r.dtype,
+        f"{rate(ours)} {r.unit}/s",
+        f"{rate(hf)} {r.unit}/s",
+        f"{r.ratio:.2f}",
+        f"{ours_mfu:.1%}",
+        f"{hf_mfu:.1%}",
+        str(r.rounds),
+    ]
 
 
 def rate(per_s: float) -> str:
     """A throughput with thousands separators, or one decimal when small."""
     return f"{per_s:,.0f}" if per_s >= 100 else f"{per_s:.1f}"
-
-
-# --- timing ----------------------------------------------------------------------------------------
-
-
-def autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractContextManager:
-    """bf16 autocast on the device, or nothing for fp32."""
-    if dtype == torch.float32:
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=dtype)
-
-
-Step = Callable[[torch.dtype], None]
-
-
-def make_step(model: nn.Module, loss_fn: LossFn, batch: Batch, device: torch.device, fused: bool = True) -> Step:
-    """A closure running one forward + backward + AdamW step of the model on the batch, in a dtype: the fused
-    AdamW kernel by default, as both Tetraformer's and Hugging Face Trainer's defaults take it on CPUs and GPUs."""
-    opt = torch.optim.AdamW(model.parameters(), **ADAMW, fused=fused or None)
-    model.train()
-
-    def step(dtype: torch.dtype) -> None:
-        opt.zero_grad(set_to_none=True)
-        with autocast(device, dtype):
-            loss = loss_fn(model, batch)
-        loss.backward()
-        opt.step()
-
-    return step
-
-
-@contextlib.contextmanager
-def layouts(model: nn.Module, dtype_name: str, device: torch.device) -> Iterator[None]:
-    """What training applies to our model in this dtype: accel's measured attention kernels, and its measured
-    bf16 layouts on a CPU."""
-    cpu_bf16 = device.type == "cpu" and dtype_name == "bf16"
-    with measured_attention(model), bf16_layouts(model) if cpu_bf16 else contextlib.nullcontext():
-        yield
-
-
-def time_steps(step: Step, dtype: torch.dtype, n: int, device: torch.device, clock: str = "wall") -> float:
-    """Seconds per step on the clock, averaged over n consecutive steps."""
-    now = CLOCKS[clock]
-    synchronize(device)
-    start = now()
-    for _ in range(n):
-        step(dtype)
-    synchronize(device)
-    return (now() - start) / max(n, 1)
-
-
-def bench(pair: Pair, steps: dict[str, Step], dtype_name: str, args: argparse.Namespace) -> Result:
-    """Interleave rounds of ours and HF steps (models already warm); medians of times and of paired ratios."""
-    device, dtype = args.device, DTYPES[dtype_name]
-    times: dict[str, list[float]] = {"ours": [], "HF": []}
-    start = time.perf_counter()
-    for r in range(args.rounds):
-        for side in ("ours", "HF") if r % 2 == 0 else ("HF", "ours"):  # alternate who goes first
-            times[side].append(time_steps(steps[side], dtype, args.steps, device, args.clock))
-        if time.perf_counter() - start > args.budget:
-            break  # slow cells (bf16 without native bf16 matmuls) get fewer rounds, never none
-    ratio = statistics.median(hf / ours for ours, hf in zip(times["ours"], times["HF"], strict=True))
-    return Result(
-        pair.family,
-        dtype_name,
-        pair.unit,
-        pair.items_per_step,
-        pair.flops_per_step,
-        len(times["ours"]),
-        statistics.median(times["ours"]),
-        statistics.median(times["HF"]),
-        ratio,
-    )
 
 
 # --- profiling -------------------------------------------------------------------------------------
@@ -186,7 +108,7 @@ def profile(pair: Pair, steps: dict[str, Step], dtype_name: str, args: argparse.
 def rows(results: list[Result], peaks: dict[str, float]) -> list[list[str]]:
     """Table cells: a header row, then one row per result."""
     header = ["family", "dtype", "ours", "HF", "ratio", "ours MFU", "HF MFU", "rounds"]
-    return [header, *(r.cells(peaks[r.dtype]) for r in results)]
+    return [header, *(cells(r, peaks[r.dtype]) for r in results)]
 
 
 def format_table(results: list[Result], peaks: dict[str, float], markdown: bool) -> str:
@@ -257,14 +179,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def to_device(pair: Pair, device: torch.device) -> Pair:
-    """Move both models and the batch onto the device."""
-    pair.ours.to(device)
-    pair.hf.to(device)
-    pair.batch = {k: v.to(device) for k, v in pair.batch.items()}
-    return pair
-
-
 def run_family(family: str, args: argparse.Namespace) -> list[Result]:
     """Build one family's pair, check its parameter counts, and time it in every dtype."""
     pair = to_device(BUILDERS[family](), args.device)
@@ -292,23 +206,25 @@ def measure_peaks(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     return {name: measure_matmuls(args.device, DTYPES[name]) for name in args.dtypes}
 
 
+def sibling_command(flag: str, argv: list[str]) -> list[str]:
+    """The command line of the benchmark script a flag stands for, with the rest of the arguments (bench_tasks.py
+    takes --tasks itself)."""
+    rest = argv if flag == "--tasks" else [a for a in argv if a != flag]
+    return [sys.executable, str(Path(__file__).with_name(SIBLINGS[flag])), *rest]
+
+
+def run_sibling(flag: str, argv: list[str]) -> int:
+    """Run that script in a process of its own (no script imports another); its exit status."""
+    return subprocess.call(sibling_command(flag, argv))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Benchmark every requested family in every requested dtype and print the table (or --generation, --tasks,
     --long)."""
     argv = sys.argv[1:] if argv is None else argv
-    if "--generation" in argv:
-        bench_generation.main([a for a in argv if a != "--generation"])
-        return
-    if "--tasks" in argv:  # every task end to end under `fit` against its bare step: scripts/bench_tasks.py
-        import bench_tasks
-
-        bench_tasks.main(argv)
-        return
-    if "--long" in argv:  # long sequences and the attention kernels' O(T^2): scripts/bench_long.py
-        import bench_long
-
-        bench_long.main([a for a in argv if a != "--long"])
-        return
+    for flag in SIBLINGS:
+        if flag in argv:
+            raise SystemExit(run_sibling(flag, argv))
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

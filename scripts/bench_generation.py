@@ -29,8 +29,7 @@ from pathlib import Path
 
 import torch
 import transformers
-from bench_models import HF_ATTENTION, SHAPE, VOCAB, seeded
-from bench_table import CLOCKS, add_clock_option, format_rows, machine
+from bench_common import CLOCKS, HF_ATTENTION, SHAPE, VOCAB, add_clock_option, format_rows, machine, seeded
 from torch import Tensor, nn
 
 from tetraformer.accel import decoding

@@ -1,9 +1,9 @@
 """Long sequences: training throughput and peak memory of core models against HF, and attention's O(T^2) cost.
 
 Table A (models): per family (bert, gpt, t5, vit) and sequence length T (default 1024, 2048, 4096), the
-bench_models shapes (d_model 256, 4 layers, 4 heads) with positions covering T, trained by forward + backward +
+bench_common model pairs (d_model 256, 4 layers, 4 heads) with positions covering T, trained by forward + backward +
 fused AdamW steps at about --tokens tokens per step (batch = tokens // T, at least 1), under bf16 autocast by
-default (--dtypes fp32 bf16 for both). Ours runs accel's measured attention kernels (bench.layouts), HF
+default (--dtypes fp32 bf16 for both). Ours runs accel's measured attention kernels (bench_common.layouts), HF
 attn_implementation="sdpa". T5: sources of T tokens and targets of T/4 (--t5-target full: T); its tokens count
 both. ViT: square images in 4x4 patches, side 4 * round(sqrt(T)), so T is the patch count (1024, 2025, 4096;
 plus the class token).
@@ -44,13 +44,25 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import torch
-from bench_table import format_rows, machine
+from bench_common import (
+    Pair,
+    bench,
+    bert_pair,
+    format_rows,
+    gpt_pair,
+    layouts,
+    machine,
+    make_step,
+    t5_pair,
+    time_steps,
+    to_device,
+    vit_pair,
+)
 
-if TYPE_CHECKING:
-    from bench_models import Pair
+from tetraformer.training.callbacks.peak import synchronize
 
 FAMILIES = ("bert", "gpt", "t5", "vit")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -104,12 +116,6 @@ def free_bytes(device: torch.device) -> int:
     from tetraformer.accel.attention_kernels import free_memory
 
     return free_memory(device)
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for queued device work."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 Result = TypeVar("Result")
@@ -199,21 +205,17 @@ def model_cell(family: str, length: int, tokens: int, t5_target: str) -> ModelCe
 
 
 def build_pair(cell: ModelCell) -> Pair:
-    """bench_models' pair for the family, with positions covering the cell's length."""
-    import bench_models
-
+    """bench_common's pair for the family, with positions covering the cell's length."""
     if cell.family == "vit":
-        return bench_models.vit_pair(cell.batch, PATCH * math.isqrt(cell.length))
+        return vit_pair(cell.batch, PATCH * math.isqrt(cell.length))
     if cell.family == "t5":
-        return bench_models.t5_pair(cell.batch, cell.length, cell.target)
-    text = {"bert": bench_models.bert_pair, "gpt": bench_models.gpt_pair}
+        return t5_pair(cell.batch, cell.length, cell.target)
+    text = {"bert": bert_pair, "gpt": gpt_pair}
     return text[cell.family](cell.batch, cell.length)
 
 
 def memory_cell(cell: ModelCell, side: str, dtype_name: str, device: str, args: dict) -> Measured:
     """In a child: build the pair, keep one side, and measure the peak memory of its training steps."""
-    from bench import layouts, make_step
-
     setup_child(args["threads"])
     dev = torch.device(device)
     pair = build_pair(cell)
@@ -238,9 +240,7 @@ class Timed:
 
 
 def time_cell(cell: ModelCell, dtype_name: str, device: str, args: dict) -> Timed:
-    """In a child: both sides warmed up, then bench.py's interleaved rounds (alternating who goes first)."""
-    from bench import bench, layouts, make_step, time_steps, to_device
-
+    """In a child: both sides warmed up, then bench_common.bench's interleaved rounds (alternating who goes first)."""
     setup_child(args["threads"])
     dev = torch.device(device)
     pair = to_device(build_pair(cell), dev)

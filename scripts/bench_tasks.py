@@ -1,8 +1,9 @@
 """Training throughput of every task end to end (`tetraformer fit`) against its bare model step, on the demo data.
 
 Per task, a shipped config (model shape overridden to a small one unless --shape config) runs in this process
-through the CLI's own path (`tetraformer fit`: the task's datamodule and module, the platform's callbacks and
-loggers, CSV on, W&B disabled unless --wandb offline), validation off. A StepClock callback stamps the start of
+through the CLI's own path (`tetraformer fit`'s build_cli: the task's datamodule and module, the platform's callbacks
+and loggers, CSV on, W&B disabled unless --wandb offline), validation off. A StepClock callback (handed to the
+Trainer as an object through the CLI's trainer defaults, so no class path has to be importable) stamps the start of
 every training batch and keeps a copy of the timed batches; the loop's time is the wall time from the first
 timed batch's start to the start of the batch after the last one (data loading, callbacks and logging included).
 The bare step then runs the same module's `compute(batch, "train")["loss"]` + backward + its AdamW step on those
@@ -19,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import io
-import logging
 import os
 import statistics
 import sys
@@ -35,7 +34,7 @@ from typing import Any
 import lightning as L
 import torch
 import yaml
-from bench_table import format_rows, machine
+from bench_common import format_rows, machine
 from lightning.pytorch.callbacks import Callback
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,14 +57,11 @@ SMALL = {
 class StepClock(Callback):
     """Stamps each training batch's start and keeps copies of the batches of the timed window."""
 
-    last: StepClock | None = None  # the newest instance: the CLI builds it from the config
-
     def __init__(self, warmup: int = 3, steps: int = 20) -> None:
         self.warmup, self.steps = warmup, steps
         self.starts: list[tuple[float, float]] = []  # (wall, process CPU) seconds
         self.batches: list[Any] = []
         self.module: Any = None
-        StepClock.last = self
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
         """Stamp the time; keep the batch when it is one of the timed ones."""
@@ -127,7 +123,7 @@ def batch_items(module: Any, batch: Any) -> tuple[int, str]:
 
 
 def fit_config(task: str, work: Path, args: argparse.Namespace) -> Path:
-    """The task's shipped config, validation off, a fixed step budget, the StepClock and (small) shape."""
+    """The task's shipped config, validation off, a fixed step budget and the (small) shape."""
     config = yaml.safe_load((ROOT / TASKS[task]).read_text())
     trainer = config.setdefault("trainer", {})
     for key in ("max_time", "val_check_interval", "check_val_every_n_epoch", "limit_val_batches"):
@@ -141,7 +137,7 @@ def fit_config(task: str, work: Path, args: argparse.Namespace) -> Path:
         enable_model_summary=False,
         precision=args.precision,
         log_every_n_steps=args.log_every,
-        callbacks=[{"class_path": "bench_tasks.StepClock", "init_args": {"warmup": args.warmup, "steps": args.steps}}],
+        callbacks=[],  # the config's own callbacks off; run_fit adds the StepClock
     )
     arch = config["model"]["init_args"].setdefault("arch", {})
     if args.shape == "small":
@@ -152,20 +148,21 @@ def fit_config(task: str, work: Path, args: argparse.Namespace) -> Path:
     return path
 
 
-def run_fit(config: Path, extra: list[str], quiet: bool) -> StepClock:
-    """`tetraformer fit -c CONFIG EXTRA...` in this process; the StepClock it used."""
-    from tetraformer.cli import main as cli_main
+def run_fit(config: Path, extra: list[str], args: argparse.Namespace) -> StepClock:
+    """`tetraformer fit -c CONFIG EXTRA...` in this process with a new StepClock among its callbacks; that clock."""
+    from tetraformer.cli.app import finish_wandb
+    from tetraformer.cli.lightning_cli import build_cli
+    from tetraformer.errors import TetraformerError
 
-    sink = io.StringIO() if quiet else None
+    clock = StepClock(args.warmup, args.steps)
+    argv = ["fit", "-c", str(config), *extra]
     try:
-        with contextlib.redirect_stderr(sink) if sink else contextlib.nullcontext():
-            cli_main(["fit", "-c", str(config), *extra])
-    except SystemExit as stop:  # the CLI's one-line `error:` (e.g. demo data not prepared) ends the bench
-        said = sink.getvalue().strip().splitlines()[-1:] if sink else []
-        raise SystemExit(f"{config}: fit exited with {stop.code}: {' '.join(said)}") from None
-    logging.getLogger().setLevel(logging.WARNING)  # the CLI set INFO for the fit's own messages
-    clock = importlib.import_module("bench_tasks").StepClock.last  # the CLI's import, not __main__'s
-    if clock is None or len(clock.starts) <= clock.warmup + clock.steps:
+        with contextlib.redirect_stderr(io.StringIO()) if args.quiet else contextlib.nullcontext():
+            cli = build_cli(argv, "tetraformer fit", args=argv, trainer_defaults={"callbacks": [clock]})
+    except TetraformerError as err:  # the CLI's one-line mistakes (e.g. demo data not prepared) end the bench
+        raise SystemExit(f"{config}: fit failed: {err}") from None
+    finish_wandb(cli.trainer)  # an offline W&B run complete before the next fit starts one
+    if len(clock.starts) <= clock.warmup + clock.steps:
         raise RuntimeError(f"{config}: the fit ran fewer than warm-up + steps + 1 batches")
     return clock
 
@@ -198,7 +195,7 @@ def bench_task(task: str, args: argparse.Namespace, work: Path, extra: Sequence[
     for r in range(args.rounds):
         if r % 2 == 1 and clock is not None:  # odd rounds: the bare steps (of the last fit's batches) first
             bares.append(bare_seconds(clock.module, clock.batches))
-        clock = run_fit(config, list(extra), args.quiet)
+        clock = run_fit(config, list(extra), args)
         loops.append(clock.loop_seconds())
         if r % 2 == 0:
             bares.append(bare_seconds(clock.module, clock.batches))
@@ -266,7 +263,6 @@ def main(argv: list[str] | None = None) -> list[TaskResult]:
     if args.threads:
         torch.set_num_threads(args.threads)
     os.chdir(ROOT)  # the configs name their data relative to the repository
-    sys.path.insert(0, str(ROOT / "scripts"))  # the CLI finds bench_tasks.StepClock by class path
     print(machine(torch.device("cpu")), flush=True)
     print(
         f"{args.warmup} warm-up + {args.steps} timed "

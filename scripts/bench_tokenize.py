@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench_table import add_clock_option, format_rows
+from bench_common import add_clock_option, format_rows
 
 from tetraformer.accel.chooser import cpu_flags, cpu_model
 from tetraformer.data.corpus_store import corpus_store

@@ -22,7 +22,6 @@ import argparse
 import itertools
 import json
 import math
-import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -30,14 +29,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from baselines_common import Tagged, entity_scores, fit_tagger, predict_tags, read_tagged, tagged_sentences
+from studies_common import child_env
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baselines_ner import Tagged, entity_scores, fit_tagger, predict_tags, read_tagged, tagged_sentences  # noqa: E402
-from hf_side_by_side import checkout_pythonpath  # noqa: E402
-from prepare_data_formats import write_conll, write_conll_documents  # noqa: E402
-
-from tetraformer.data import DataError  # noqa: E402
-from tetraformer.data.tag_schemes import canonical_scheme  # noqa: E402
+from tetraformer.data import DataError
+from tetraformer.data.tag_schemes import canonical_scheme
+from tetraformer.demo_data.formats import write_conll, write_conll_documents
 
 FOLD_FIELD = "{fold}"  # in an option passed to `tetraformer fit`: the fold's folder of CoNLL files
 Unit = list[Tagged]  # one sentence, or a document's sentences
@@ -87,12 +84,6 @@ def baseline_tags(fold: Fold, model: str) -> list[list[str]]:
     """A baseline fitted on the fold's training sentences: its tags for the test sentences."""
     tagger = fit_tagger(sentences(fold["train"]), model)
     return predict_tags(tagger, [w for w, _ in sentences(fold["test"])])
-
-
-def child_env() -> dict[str, str]:
-    """One thread per run, W&B off, the platform and tasks of this checkout importable."""
-    threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    return {**os.environ, "PYTHONPATH": checkout_pythonpath(), **threads, "WANDB_MODE": "disabled"}
 
 
 def tetraformer(args: list[str], log: Path) -> None:

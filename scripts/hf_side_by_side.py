@@ -7,7 +7,7 @@ process each, one thread each, both at once so load on a shared machine hits the
 hf_side_by_side_runs.py holds both sides and the scoring. The table shows the validation metric (mean ± std over
 seeds) and the training loop's wall and CPU seconds (medians): CPU seconds are the steadier on a busy machine.
 
-    python scripts/prepare_data.py gutenberg reuters dictionary fashion_mnist      # data/...
+    tetraformer demo-data gutenberg reuters dictionary fashion_mnist      # data/...
     python scripts/hf_side_by_side.py                       # 4 families x 3 seeds, HF with its own init
     python scripts/hf_side_by_side.py --families t5 --init ours    # HF starts from our initial weights
     python scripts/hf_side_by_side.py --families bert --size smoke --seeds 1      # seconds: a check it runs
@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -27,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from studies_common import ROOT, child_env
 
-ROOT = Path(__file__).resolve().parents[1]
+from tetraformer.accel.chooser import cpu_model
+
 SCRIPTS = Path(__file__).resolve().parent
 FAMILIES = ("bert", "gpt", "t5", "vit")
 METRIC = {"bert": "accuracy", "gpt": "loss", "t5": "loss", "vit": "accuracy"}
@@ -172,20 +172,9 @@ def run_groups(args: argparse.Namespace) -> list[list[Run]]:
     return pairs
 
 
-def checkout_pythonpath() -> str:
-    """PYTHONPATH for a child process that imports the platform and the tasks from this checkout."""
-    return os.pathsep.join(filter(None, [str(ROOT / "platform"), str(ROOT), os.environ.get("PYTHONPATH")]))
-
-
-def child_env(work: Path) -> dict[str, str]:
-    """One thread, W&B off, the platform and tasks importable, a cache shared by the runs (unless one is set)."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": checkout_pythonpath(),
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "WANDB_MODE": "disabled",
-    }
+def runs_env(work: Path) -> dict[str, str]:
+    """studies_common's child environment with a cache shared by the runs (unless one is set)."""
+    env = child_env()
     env.setdefault("TETRAFORMER_CACHE_DIR", str(work / "cache"))
     return env
 
@@ -196,7 +185,7 @@ Results = dict[str, dict[str, list[dict]]]  # family -> side -> one record per s
 def measure(args: argparse.Namespace, work: Path) -> Results:
     """Every family's runs, prepared once, then in the groups `run_groups` makes: ours and HF side by side at the
     same time by default, so load on the machine hits both alike."""
-    size, env = SIZES[args.size], child_env(work)
+    size, env = SIZES[args.size], runs_env(work)
     options = [str(size["val_batches"]), args.init]
     results: Results = {}
     for family in args.families:
@@ -234,23 +223,13 @@ def table(results: Results) -> str:
     return "\n".join(lines)
 
 
-def cpu_model() -> str:
-    """The CPU's model name (lscpu), else platform.processor()."""
-    try:
-        lines = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines()
-    except (OSError, subprocess.CalledProcessError):
-        return platform.processor() or "unknown"
-    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("Model name")]
-    return names[0] if names else platform.processor() or "unknown"
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Families, seeds, size, data folder, work folder."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
-    parser.add_argument("--data", type=Path, default=ROOT / "data", help="prepared data (scripts/prepare_data.py)")
+    parser.add_argument("--data", type=Path, default=ROOT / "data", help="prepared data (tetraformer demo-data)")
     parser.add_argument("--work", type=Path, default=None, help="configs, logs and records (default: a temp dir)")
     parser.add_argument("--init", choices=["hf", "ours"], default="hf", help="HF's own init, or our initial weights")
     parser.add_argument("--one-at-a-time", action="store_true", help="run the two sides in turn, not together")

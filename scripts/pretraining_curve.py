@@ -26,7 +26,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from hf_side_by_side import checkout_pythonpath, cpu_model
+from studies_common import checkout_pythonpath
+
+from tetraformer.accel.chooser import cpu_model
 
 SNAPSHOT = re.compile(r"step-(\d+)\.ckpt$")
 

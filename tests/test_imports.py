@@ -1,4 +1,5 @@
-"""Arrows one way: every import under platform/tetraformer/ (top level or inside a function) follows DESIGN.md."""
+"""Arrows one way: every import under platform/tetraformer/ (top level or inside a function) follows DESIGN.md, and
+scripts/ import no other script but their shared modules (scripts/*_common.py), with no circle."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 SOURCE_ROOT = Path(__file__).resolve().parents[1] / "platform"
+SCRIPTS = SOURCE_ROOT.parent / "scripts"
 STDLIB = frozenset(sys.stdlib_module_names)
 
 
@@ -27,6 +29,11 @@ RULES: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...]]] = {
     "tetraformer.safe_loading": (("torch", "tetraformer.errors"), ()),  # how payload and interop load torch files
     "tetraformer.data": (None, ("tetraformer.core", "tetraformer.training", "tetraformer.interop", "tasks")),
     "tetraformer.training": (None, ("tetraformer.interop", "tetraformer.cli", "tasks")),
+    # demo data builders: plain files from packages; no model, training or Hugging Face code
+    "tetraformer.demo_data": (
+        None,
+        ("tetraformer.core", "tetraformer.training", "tetraformer.interop", "tetraformer.cli", "tasks"),
+    ),
     "tetraformer.cli": (None, ("tasks",)),  # the top of the graph: it may import any platform package
     "tetraformer": (None, ("tasks", "tetraformer.cli")),  # nothing under platform/ imports a task or the CLI
 }
@@ -255,6 +262,39 @@ def test_cycle_finder_names_a_circle_hidden_in_a_function(tmp_path: Path) -> Non
     write(tmp_path, "tetraformer/b.py", "def g():\n    from tetraformer import a\n")
     write(tmp_path, "tetraformer/c.py", "from tetraformer.a import x\n")
     assert cycles(import_graph(tmp_path)) == [["tetraformer.a", "tetraformer.b", "tetraformer.a"]]
+
+
+def script_import_graph(scripts: Path) -> dict[str, set[str]]:
+    """Script (file stem) -> the other scripts it imports, anywhere in the file (run as `python scripts/x.py`, a
+    script finds its siblings by bare name)."""
+    paths = {path.stem: path for path in sorted(scripts.glob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        imported = {found.split(".")[0] for _, found in imported_names(tree, name, False)}
+        graph[name] = (imported & set(paths)) - {name}
+    return graph
+
+
+def test_scripts_import_only_shared_modules_and_no_circle() -> None:
+    """A script imports no other script but a shared module (bench_common, baselines_common, studies_common), and
+    the script graph has 0 import circles."""
+    graph = script_import_graph(SCRIPTS)
+    assert len(graph) > 10, f"only {len(graph)} scripts found in {SCRIPTS}"
+    found = cycles(graph)
+    assert found == [], "import circles among scripts:\n" + "\n".join(" -> ".join(loop) for loop in found)
+    sideways = sorted(f"{a} imports {b}" for a, targets in graph.items() for b in targets if not b.endswith("_common"))
+    assert sideways == [], "scripts importing other scripts (share code through a *_common module):\n" + "\n".join(
+        sideways
+    )
+
+
+def test_script_graph_finds_the_old_bench_circle(tmp_path: Path) -> None:
+    """bench.py importing bench_long.py inside a function and bench_long.py importing bench.py back is a circle."""
+    write(tmp_path, "bench.py", "import torch\n\ndef main():\n    import bench_long\n")
+    write(tmp_path, "bench_long.py", "def cell():\n    from bench import make_step\n")
+    write(tmp_path, "bench_common.py", "import torch\n")
+    assert cycles(script_import_graph(tmp_path)) == [["bench", "bench_long", "bench"]]
 
 
 def module_level_calls(path: Path) -> list[str]:

@@ -7,11 +7,8 @@ import random
 import sys
 from pathlib import Path
 
+import baselines
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import baselines  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(60)]
 
@@ -43,3 +40,11 @@ def test_pair_features_learn_what_the_two_halves_share(tmp_path: Path, capsys: p
     common = ["--train", str(tmp_path / "train.csv"), "--test", str(tmp_path / "test.csv"), "--text_field", "a"]
     assert accuracy(capsys, [*common, "--pair_field", "b"]) > 0.7  # about 0.84 +- 0.02 over 20 draws
     assert accuracy(capsys, common) < 0.62  # about 0.50 +- 0.03
+
+
+@pytest.mark.parametrize(("name", "script"), [("ner", "baselines_ner.py"), ("lm", "baselines_lm.py")])
+def test_ner_and_lm_run_their_own_script(name: str, script: str) -> None:
+    """`baselines.py ner|lm ARGS` is that baseline's script with ARGS, run as a command (no script imports another)."""
+    command = baselines.sibling_command([name, "--train", "a"])
+    assert command[0] == sys.executable and Path(command[1]).name == script and Path(command[1]).is_file()
+    assert command[2:] == ["--train", "a"]

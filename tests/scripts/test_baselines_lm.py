@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import math
 import random
-import sys
 from pathlib import Path
 
+import baselines_lm as lm
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import baselines  # noqa: E402
-import baselines_lm as lm  # noqa: E402
 
 ALPHABET = "abcdefgh"
 
@@ -64,13 +59,13 @@ def test_bits_per_byte_counts_utf8_bytes() -> None:
 
 
 def test_cli_prints_a_table_and_names_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`baselines.py lm` reads files and directories, prints every order with the best marked; a missing path or an
-    empty validation text is one error line naming it."""
+    """`baselines_lm.py` (`baselines.py lm`) reads files and directories, prints every order with the best marked;
+    a missing path or an empty validation text is one error line naming it."""
     text, _ = markov_text(8_000, random.Random(2))
     (tmp_path / "train").mkdir()
     (tmp_path / "train" / "a.txt").write_text(text[:6_000], encoding="utf-8")
     (tmp_path / "val.txt").write_text(text[6_000:], encoding="utf-8")
-    baselines.main(["lm", "--train", str(tmp_path / "train"), "--val", str(tmp_path / "val.txt"), "--max_order", "4"])
+    lm.main(["--train", str(tmp_path / "train"), "--val", str(tmp_path / "val.txt"), "--max_order", "4"])
     out = capsys.readouterr().out
     assert out.count("\n| ") == 5 and out.count("(best)") == 1
     with pytest.raises(SystemExit, match="missing.txt: no such file"):

@@ -1,19 +1,16 @@
-"""The NER baselines (scripts/baselines_ner.py): features, the task's entity metric, and learning on a fixture."""
+"""The NER baselines (scripts/baselines_common.py's taggers, scripts/baselines_ner.py): features, the task's entity
+metric, and learning on a fixture."""
 
 from __future__ import annotations
 
 import random
 import string
-import sys
 from pathlib import Path
 
+import baselines_common as ner
+import baselines_ner
 import pytest
 from seqeval.metrics import f1_score
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import baselines  # noqa: E402
-import baselines_ner as ner  # noqa: E402
 
 FILLER = ["we", "saw", "the", "man", "and", "a", "dog", "in", "town", "today", "with", "her", "then", "left"]
 TITLES = ["Mr", "Mrs", "Dr"]
@@ -77,16 +74,16 @@ def test_baseline_tags_unseen_names_from_context(model: str) -> None:
 
 
 def test_cli_reads_conll_and_prints_the_entity_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`baselines.py ner --model perceptron` reads CoNLL files and prints the per-type table and the micro F1."""
+    """`baselines_ner.py --model perceptron` (`baselines.py ner`) reads CoNLL files and prints the per-type table
+    and the micro F1."""
     rng = random.Random()
     for name, n in (("train", 200), ("test", 40)):
         lines = "".join(
             "".join(f"{w} {t}\n" for w, t in zip(ws, ts, strict=True)) + "\n" for ws, ts in titled_sentences(n, rng)
         )
         (tmp_path / f"{name}.conll").write_text(lines, encoding="utf-8")
-    baselines.main(
+    baselines_ner.main(
         [
-            "ner",
             "--model",
             "perceptron",
             "--train",
@@ -108,4 +105,4 @@ def test_cli_names_a_tag_outside_the_scheme(split: str, tmp_path: Path) -> None:
         (tmp_path / f"{name}.conll").write_text(text, encoding="utf-8")
     paths = ["--train", str(tmp_path / "train.conll"), "--test", str(tmp_path / "test.conll")]
     with pytest.raises(SystemExit, match=rf"error: .*{split}\.conll:6: 'L-LOC' is not an IOB2 tag"):
-        baselines.main(["ner", "--model", "perceptron", *paths])
+        baselines_ner.main(["--model", "perceptron", *paths])

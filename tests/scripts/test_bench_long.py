@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+import bench_long
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import bench_long  # noqa: E402
 
 FAMILIES = ("bert", "gpt", "t5", "vit")
 

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+import bench_tasks
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import bench_tasks  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test here runs the CLI
 

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+import bench_training
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import bench_training  # noqa: E402
 
 
 def test_config_describes_the_size_with_validation_off(tmp_path: Path) -> None:

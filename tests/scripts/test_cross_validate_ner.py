@@ -4,17 +4,13 @@ documents kept whole, paired differences, and a Transformer config learning the 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
+import cross_validate_ner as cv
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import cross_validate_ner as cv  # noqa: E402
-
-from tests.tasks.token_classification.conftest import tagged_sentences, tiny_config, write_conll  # noqa: E402
+from tests.tasks.token_classification.conftest import tagged_sentences, tiny_config, write_conll
 
 
 def units(n: int) -> list[cv.Unit]:
@@ -64,6 +60,7 @@ def test_bad_input_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixtu
         cv.main(["--data", str(good), "--out", str(tmp_path / "cv"), "--tag_scheme", "BIOES"])
 
 
+@pytest.mark.slow  # runs `tetraformer fit` in a child process
 def test_a_failed_fit_names_its_log(tmp_path: Path) -> None:
     """A Transformer fit that fails (here: no such config) ends the script with one line naming the fit's log."""
     corpus = write_conll(tmp_path / "all.conll", tagged_sentences(30, seed=2))
@@ -127,6 +124,7 @@ def test_baseline_scores_every_entity(tmp_path: Path) -> None:
     assert "perceptron" in (out / "results.md").read_text()
 
 
+@pytest.mark.slow  # `tetraformer fit` per fold in child processes
 @pytest.mark.learning
 def test_transformer_config_learns_in_every_fold(tmp_path: Path) -> None:
     """A tiny tagger config, fitted and asked to predict in child processes per fold, learns the fixture; a rerun

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
+import hf_side_by_side
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import hf_side_by_side  # noqa: E402
 
 TEXT = "First Citizen: Before we proceed any further, hear me speak.\nAll: Speak, speak.\n"
 

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+import pretraining_curve
 import pytest
 import yaml
 
 from tests.tasks.masked_lm.conftest import tiny_config as pretrain_config
 from tests.tasks.text_classification.conftest import labelled_rows, tiny_config, write_csv
 from tetraformer.cli import main as tetraformer
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import pretraining_curve  # noqa: E402
 
 
 def write_yaml(path: Path, config: dict) -> Path:

@@ -1,8 +1,19 @@
-"""Model pairs for scripts/bench.py: each family built by the core and by transformers, same shape."""
+"""What the benchmark scripts share: same-shape model pairs (core vs transformers), timed training steps, clocks,
+the machine line and tables. A library for scripts/bench*.py, never run itself; no script imports another script.
+
+    python scripts/bench.py --help       # the benchmarks that use it: bench.py, bench_generation.py, bench_long.py,
+                                         # bench_tasks.py, bench_tokenize.py (see each one's first lines)
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import argparse
+import contextlib
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +31,8 @@ from transformers import (
     ViTForImageClassification,
 )
 
+from tetraformer.accel import bf16_layouts, measured_attention
+from tetraformer.accel.chooser import cpu_flags, cpu_model
 from tetraformer.accel.linear_cross_entropy import lm_loss
 from tetraformer.core import (
     CausalLM,
@@ -31,6 +44,57 @@ from tetraformer.core import (
     flops_per_token,
 )
 from tetraformer.core.accounting import token_cost
+from tetraformer.training.callbacks.peak import synchronize
+
+# --- machine and tables ----------------------------------------------------------------------------
+
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}  # cpu: this process's CPU seconds
+
+
+def add_clock_option(parser: argparse.ArgumentParser) -> None:
+    """--clock: wall seconds, or this process's CPU seconds (steadier ratios on a shared machine, one thread)."""
+    parser.add_argument(
+        "--clock",
+        choices=list(CLOCKS),
+        default="wall",
+        help="wall seconds, or this process's CPU seconds: steady on a busy machine with --threads 1",
+    )
+
+
+def format_rows(table: list[list[str]], markdown: bool, text_columns: int = 2) -> str:
+    """A header row and data rows as an aligned plain-text table, or a README-ready markdown table.
+
+    The first `text_columns` columns are left-aligned text; the rest are numbers, right-aligned.
+    """
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    right = ":" if markdown else "-"  # markdown right-aligns the numeric columns
+    rule = ["-" * w if i < text_columns else "-" * (w - 1) + right for i, w in enumerate(widths)]
+    lines = []
+    for row in (table[0], rule, *table[1:]):
+        cells = [
+            c.ljust(w) if i < text_columns else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append(f"| {' | '.join(cells)} |" if markdown else "  ".join(cells))
+    return "\n".join(lines)
+
+
+def device_name(device: torch.device) -> str:
+    """The device in words: GPU name, or CPU model and ISA flags, and the bf16 layout mode on CPUs."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    mode = os.environ.get("TETRAFORMER_BF16_LAYOUT", "auto")
+    return f"{cpu_model()} [{' '.join(cpu_flags())}], bf16 Linear layouts: {mode}"
+
+
+def machine(device: torch.device) -> str:
+    """Versions, the device in words and the thread count, as one line."""
+    return (
+        f"torch {torch.__version__}, transformers {transformers.__version__}, python {platform.python_version()}, "
+        f"device {device}: {device_name(device)}, {torch.get_num_threads()} threads"
+    )
+
+
+# --- model pairs ----------------------------------------------------------------------------------
 
 TEXT_BATCH, SEQ_LEN, IMAGE_BATCH = 16, 128, 64
 SHAPE = dict(d_model=256, n_layers=4, n_heads=4, d_ff=1024)  # every family's stack
@@ -54,9 +118,6 @@ class Pair:
     flops_per_step: float  # training FLOPs (forward + backward) of one step, same count for both sides
     items_per_step: int
     unit: str  # what items_per_step counts: "tok" (tokens) or "img" (images)
-
-
-# --- models ----------------------------------------------------------------------------------------
 
 
 def seeded(build: Callable[[], nn.Module], seed: int = 0) -> nn.Module:
@@ -255,3 +316,102 @@ def check_params(pair: Pair) -> tuple[int, int]:
     if ours != hf:
         raise AssertionError(f"{pair.family}: ours has {ours:,} parameters, HF {hf:,}; the shapes differ")
     return ours, hf
+
+
+# --- timing ---------------------------------------------------------------------------------------
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+ADAMW = dict(lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+
+
+@dataclass
+class Result:
+    """Median step times of one family in one dtype, and the median paired ratio."""
+
+    family: str
+    dtype: str
+    unit: str
+    items: int  # per step
+    flops: float  # per step
+    rounds: int
+    ours_s: float
+    hf_s: float
+    ratio: float  # median over rounds of HF's step time / ours in the same round: > 1 means ours is faster
+
+
+def autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractContextManager:
+    """bf16 autocast on the device, or nothing for fp32."""
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)
+
+
+Step = Callable[[torch.dtype], None]
+
+
+def make_step(model: nn.Module, loss_fn: LossFn, batch: Batch, device: torch.device, fused: bool = True) -> Step:
+    """A closure running one forward + backward + AdamW step of the model on the batch, in a dtype: the fused
+    AdamW kernel by default, as both Tetraformer's and Hugging Face Trainer's defaults take it on CPUs and GPUs."""
+    opt = torch.optim.AdamW(model.parameters(), **ADAMW, fused=fused or None)
+    model.train()
+
+    def step(dtype: torch.dtype) -> None:
+        opt.zero_grad(set_to_none=True)
+        with autocast(device, dtype):
+            loss = loss_fn(model, batch)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+@contextlib.contextmanager
+def layouts(model: nn.Module, dtype_name: str, device: torch.device) -> Iterator[None]:
+    """What training applies to our model in this dtype: accel's measured attention kernels, and its measured
+    bf16 layouts on a CPU."""
+    cpu_bf16 = device.type == "cpu" and dtype_name == "bf16"
+    with measured_attention(model), bf16_layouts(model) if cpu_bf16 else contextlib.nullcontext():
+        yield
+
+
+def time_steps(step: Step, dtype: torch.dtype, n: int, device: torch.device, clock: str = "wall") -> float:
+    """Seconds per step on the clock, averaged over n consecutive steps."""
+    now = CLOCKS[clock]
+    synchronize(device)
+    start = now()
+    for _ in range(n):
+        step(dtype)
+    synchronize(device)
+    return (now() - start) / max(n, 1)
+
+
+def bench(pair: Pair, steps: dict[str, Step], dtype_name: str, args: argparse.Namespace) -> Result:
+    """Interleave rounds of ours and HF steps (models already warm); medians of times and of paired ratios."""
+    device, dtype = args.device, DTYPES[dtype_name]
+    times: dict[str, list[float]] = {"ours": [], "HF": []}
+    start = time.perf_counter()
+    for r in range(args.rounds):
+        for side in ("ours", "HF") if r % 2 == 0 else ("HF", "ours"):  # alternate who goes first
+            times[side].append(time_steps(steps[side], dtype, args.steps, device, args.clock))
+        if time.perf_counter() - start > args.budget:
+            break  # slow cells (bf16 without native bf16 matmuls) get fewer rounds, never none
+    ratio = statistics.median(hf / ours for ours, hf in zip(times["ours"], times["HF"], strict=True))
+    return Result(
+        pair.family,
+        dtype_name,
+        pair.unit,
+        pair.items_per_step,
+        pair.flops_per_step,
+        len(times["ours"]),
+        statistics.median(times["ours"]),
+        statistics.median(times["HF"]),
+        ratio,
+    )
+
+
+def to_device(pair: Pair, device: torch.device) -> Pair:
+    """Move both models and the batch onto the device."""
+    pair.ours.to(device)
+    pair.hf.to(device)
+    pair.batch = {k: v.to(device) for k, v in pair.batch.items()}
+    return pair
