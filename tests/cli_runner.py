@@ -47,3 +47,33 @@ def last_metrics(run: Path, stage: str = "val") -> dict[str, float]:
                     if key.startswith(f"{stage}/") and value:
                         found[key] = float(value)
     return found
+
+
+TINY_ARCH: dict[str, Any] = {"d_model": 32, "n_heads": 2, "n_layers": 2, "d_ff": 64, "max_len": 64, "dropout": 0.0}
+
+
+def tiny_run_config(
+    root: Path,
+    module: str,
+    data_module: str,
+    model: dict[str, Any],
+    data: dict[str, Any],
+    **trainer: Any,
+) -> dict[str, Any]:
+    """A test fit's config: the quiet one-device CPU trainer every task's tiny config shares (with `trainer`'s
+    budget on top), the task's module and data classes (`package.module.Class` paths) with their init args, W&B off."""
+    return {
+        "seed_everything": TEST_SEED,
+        "trainer": {
+            "default_root_dir": str(root),
+            "log_every_n_steps": 1,
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "accelerator": "cpu",
+            "devices": 1,
+            **trainer,
+        },
+        "model": {"class_path": module, "init_args": model},
+        "data": {"class_path": data_module, "init_args": {"seed": DATA_SEED, **data}},
+        "run": {"wandb": "disabled"},
+    }
