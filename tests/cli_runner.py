@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +48,21 @@ def last_metrics(run: Path, stage: str = "val") -> dict[str, float]:
                     if key.startswith(f"{stage}/") and value:
                         found[key] = float(value)
     return found
+
+
+def checkpoint_command(subcommand: str, ckpt: Path, out: Path, *args: str) -> Path:
+    """Run `tetraformer SUBCOMMAND --ckpt_path CKPT ARGS...` with the checkpoint alone (W&B off, outputs under
+    `out`); the command's own directory, out/eval/SUBCOMMAND-1."""
+    main(
+        [subcommand, "--ckpt_path", str(ckpt), "--run.wandb", "disabled", "--trainer.default_root_dir", str(out), *args]
+    )
+    return out / "eval" / f"{subcommand}-1"
+
+
+def predictions(ckpt: Path, data: Path | str, out: Path, *args: str) -> list[dict[str, Any]]:
+    """`tetraformer predict` of `data` from the checkpoint alone: the records of its predictions.jsonl."""
+    written = checkpoint_command("predict", ckpt, out, "--data.predict_path", str(data), *args) / "predictions.jsonl"
+    return [json.loads(line) for line in written.read_text(encoding="utf-8").splitlines()]
 
 
 TINY_ARCH: dict[str, Any] = {"d_model": 32, "n_heads": 2, "n_layers": 2, "d_ff": 64, "max_len": 64, "dropout": 0.0}
