@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import csv
 import random
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.cli_runner import DATA_SEED, TEST_SEED, config_runner
+from tests.cli_runner import config_runner, predictions, tiny_run_config
+
+MASKED_LM = "tasks.masked_lm.module.MaskedLanguageModeling"
 
 WORDS = [
     "zero",
@@ -43,49 +46,46 @@ def topic_corpus(n_documents: int, seed: int = 0) -> str:
 
 def tiny_config(root: Path, next_sentence: bool = False, **data: object) -> dict:
     """A config for a very small BERT that trains in seconds on 2 cores."""
-    return {
-        "seed_everything": TEST_SEED,
-        "trainer": {
-            "default_root_dir": str(root),
-            "max_steps": 20,
-            "val_check_interval": 10,
-            "check_val_every_n_epoch": None,
-            "log_every_n_steps": 1,
-            "enable_progress_bar": False,
-            "enable_model_summary": False,
-            "accelerator": "cpu",
-            "devices": 1,
+    model = {
+        "arch": {
+            "d_model": 64,
+            "n_heads": 2,
+            "n_layers": 2,
+            "d_ff": 128,
+            "max_len": 64,
+            "norm_position": "post",
+            "embedding_norm": True,
+            "norm_eps": 1e-12,
         },
-        "model": {
-            "class_path": "tasks.masked_lm.module.MaskedLanguageModeling",
-            "init_args": {
-                "arch": {
-                    "d_model": 64,
-                    "n_heads": 2,
-                    "n_layers": 2,
-                    "d_ff": 128,
-                    "max_len": 64,
-                    "norm_position": "post",
-                    "embedding_norm": True,
-                    "norm_eps": 1e-12,
-                },
-                "optim": {"lr": 3e-3, "warmup_steps": 10, "schedule": "constant", "weight_decay": 0.0},
-                "next_sentence": next_sentence,
-            },
-        },
-        "data": {
-            "class_path": "tasks.masked_lm.data.MaskedLMData",
-            "init_args": {
-                "vocab_size": 100,
-                "max_length": 32,
-                "batch_size": 16,
-                "val_fraction": 0.2,
-                "seed": DATA_SEED,
-                **data,
-            },
-        },
-        "run": {"wandb": "disabled"},
+        "optim": {"lr": 3e-3, "warmup_steps": 10, "schedule": "constant", "weight_decay": 0.0},
+        "next_sentence": next_sentence,
     }
+    data = {"vocab_size": 100, "max_length": 32, "batch_size": 16, "val_fraction": 0.2, **data}
+    trainer = {"max_steps": 20, "val_check_interval": 10, "check_val_every_n_epoch": None}
+    return tiny_run_config(root, MASKED_LM, "tasks.masked_lm.data.MaskedLMData", model, data, **trainer)
+
+
+# A line of each mask form: BERT's `[MASK]` is read as the tokenizer's `<mask>`.
+MASKED_TEXT = "seven seven <mask> seven .\nnine [MASK] nine nine . nine nine <mask> .\n"
+
+
+def metric_rows(run: Path, key: str) -> list[float]:
+    """Every logged value of one metric in the run's (newest) metrics.csv, in order."""
+    metrics = max(run.glob("logs/version_*/metrics.csv"), key=lambda p: p.stat().st_mtime)
+    with metrics.open() as f:
+        return [float(r[key]) for r in csv.DictReader(f) if r.get(key)]
+
+
+def fill_masks(ckpt: Path, tmp_path: Path) -> list[dict]:
+    """`predict` of MASKED_TEXT from the checkpoint alone; asserts each line's record is its text (masks read as
+    `<mask>`) with the top-5 candidates of each of its masks, and returns the records."""
+    texts = tmp_path / "masked.txt"
+    texts.write_text(MASKED_TEXT, encoding="utf-8")
+    records = predictions(ckpt, texts, tmp_path / "predict")
+    assert [r["text"] for r in records] == MASKED_TEXT.replace("[MASK]", "<mask>").splitlines()
+    assert [len(r["masks"]) for r in records] == [1, 2]
+    assert all(len(candidates) == 5 for r in records for candidates in r["masks"])
+    return records
 
 
 @pytest.fixture
@@ -100,3 +100,14 @@ def corpus(tmp_path: Path) -> Path:
 def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
     """Write a tiny config (with data overrides) and run `tetraformer SUBCOMMAND -c it ARGS...`; returns the run dir."""
     return config_runner(tmp_path, monkeypatch, tiny_config)
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(run dir, corpus) of the reference run a test file's run properties share: the tiny config's 20 steps on the
+    topic corpus, validated every 10, its last checkpoint written."""
+    root = tmp_path_factory.mktemp("mlm_reference")
+    corpus = root / "corpus.txt"
+    corpus.write_text(topic_corpus(200), encoding="utf-8")
+    with pytest.MonkeyPatch.context() as patch:
+        return config_runner(root, patch, tiny_config)("fit", train_path=str(corpus)), corpus
