@@ -1,12 +1,15 @@
 """A value an option does not allow ends `tetraformer` with ONE `error:` line naming the option, exit code 2.
 
-Every row is refused at parse, instantiate or Trainer-construction time, before any training: the conftest guard
-fails a test that is not marked slow and reaches a Lightning subcommand, so this table stays fast.
+The tables are unit tests of the checks themselves: each row's section (trainer, model, data, run) is parsed as the
+CLI parses it (jsonargparse on the section's class, over the task's tiny test config) and built by its class, with the
+platform's one-line wording (config_errors.one_line, option_errors.instantiation_error / check_trainer_ranges /
+trainer_option_error). One row per path (parse, instantiate, Trainer construction) goes through `main` end to end.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +17,15 @@ import pytest
 import yaml
 from jsonargparse import Namespace
 
+from tests.option_refusals import Refusals
 from tetraformer.cli import main
 from tetraformer.cli.commands import generation_config
-from tetraformer.cli.option_errors import check_init_from, instantiation_error, trainer_option_error
+from tetraformer.cli.option_errors import (
+    check_init_from,
+    instantiation_error,
+    run_folder,
+    trainer_option_error,
+)
 from tetraformer.errors import ConfigError, OptionError
 from tetraformer.training.base.text_generation import TextGenerationConfig
 
@@ -204,6 +213,21 @@ OTHER_TASKS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def refusal(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, list[str], str], str]:
+    """`refusal(TASK, ARGS, OPTION)`: the one line refusing ARGS over TASK's tiny config (option_refusals); fails the
+    test if they are accepted."""
+    refusals = Refusals(tmp_path_factory.mktemp("options"))
+
+    def line(task: str, args: list[str], option: str) -> str:
+        told = refusals.line(task, args, option)
+        if told is None:
+            pytest.fail(f"{task}: {' '.join(args)} was accepted")
+        return told
+
+    return line
+
+
 def error_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     """Run the CLI expecting exit code 2; stderr's one `error:` line, its last, with no traceback before it."""
     with pytest.raises(SystemExit) as exit_info:
@@ -227,10 +251,10 @@ def task_config(tmp_path: Path, task: str) -> Path:
 
 @pytest.mark.parametrize(("args", "option", "words"), TEXT_CLASSIFICATION)
 def test_text_classification_value_mistakes(
-    args: list[str], option: str, words: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    args: list[str], option: str, words: tuple[str, ...], refusal: Callable[[str, list[str], str], str]
 ) -> None:
     """A wrong type, a negative, a zero or an impossible combination: one line naming the option and what it takes."""
-    line = error_line(capsys, ["fit", "-c", str(task_config(tmp_path, "text_classification")), *args])
+    line = refusal("text_classification", args, option)
     assert option in line and all(word in line for word in words), line
 
 
@@ -238,30 +262,60 @@ def test_text_classification_value_mistakes(
     ("task", "args", "option", "words"), [pytest.param(task, *p.values, id=f"{task}:{p.id}") for task, p in OTHER_TASKS]
 )
 def test_task_value_mistakes(
-    task: str,
-    args: list[str],
-    option: str,
-    words: tuple[str, ...],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    task: str, args: list[str], option: str, words: tuple[str, ...], refusal: Callable[[str, list[str], str], str]
 ) -> None:
     """Each task's own options are checked the same way, before any training."""
-    line = error_line(capsys, ["fit", "-c", str(task_config(tmp_path, task)), *args])
+    line = refusal(task, args, option)
     assert option in line and all(word in line for word in words), line
 
 
-@pytest.mark.parametrize("under", ["file", "proc"])
-def test_run_directory_that_cannot_be_made(under: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """default_root_dir under a regular file, or where nothing can be created: the option and the reason."""
-    if under == "proc" and not Path("/proc").is_dir():
-        pytest.skip("no /proc here")
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        pytest.param(
+            ["--model.arch.d_model", "wide"],
+            "error: --model.arch.d_model: 'wide' is not a valid int (see tetraformer fit --help)",
+            id="parse",
+        ),
+        pytest.param(
+            ["--model.arch.n_heads", "5"],
+            "error: --model.arch.n_heads 5: must divide d_model=32 (or set d_head)",
+            id="instantiate",
+        ),
+        pytest.param(
+            ["--trainer.max_steps", "-5"],
+            "error: --trainer.max_steps -5: max_steps must be a non-negative integer or -1 (infinite steps). "
+            "You passed in -5.",
+            id="trainer",
+        ),
+    ],
+)
+def test_each_path_ends_the_command_in_one_line(
+    args: list[str], line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """End to end, one row per path the tables check at the unit level: refused while parsing, while building the
+    config's classes, and while building the Trainer; each the command's one `error:` line, exit code 2."""
+    assert error_line(capsys, ["fit", "-c", str(task_config(tmp_path, "text_classification")), *args]) == line
+
+
+def test_run_directory_under_a_file_ends_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`fit` with default_root_dir under a regular file: one line with the option and the reason."""
     blocker = tmp_path / "notes.txt"
     blocker.write_text("a file\n")
-    root = blocker / "run" if under == "file" else Path("/proc/tetraformer-run")
     config = task_config(tmp_path, "text_classification")
-    line = error_line(capsys, ["fit", "-c", str(config), "--trainer.default_root_dir", str(root)])
-    assert line.startswith(f"error: --trainer.default_root_dir {root}: ")
-    assert (f"{blocker} is a file, not a folder" if under == "file" else "cannot create") in line
+    line = error_line(capsys, ["fit", "-c", str(config), "--trainer.default_root_dir", str(blocker / "run")])
+    reason = f"{blocker} is a file, not a folder; give a folder that can be created"
+    assert line == f"error: --trainer.default_root_dir {blocker / 'run'}: {reason}"
+
+
+def test_run_directory_where_nothing_can_be_created() -> None:
+    """default_root_dir where nothing can be created (under /proc): the option and the reason."""
+    if not Path("/proc").is_dir():
+        pytest.skip("no /proc here")
+    root = Path("/proc/tetraformer-run")
+    with pytest.raises(ConfigError) as err:
+        run_folder(root, "--trainer.default_root_dir")
+    assert str(err.value).startswith(f"--trainer.default_root_dir {root}: cannot create ")
 
 
 def test_yaml_syntax_error_names_the_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
