@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_runner import DATA_SEED, TEST_SEED, config_runner
+from tests.cli_runner import TINY_ARCH, config_runner, tiny_run_config
 
 # a learnable tagging fixture: names (a first name, sometimes a surname) and cities among filler words
 FIRST, SURNAMES = ["anna", "boris", "carla", "dmitri"], ["smith", "jones", "novak"]
@@ -42,50 +42,62 @@ def write_conll(path: Path, sentences: list[list[tuple[str, str]]]) -> Path:
 
 def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
     """A very small tagger on a WordPiece tokenizer that learns the fixture in seconds on 2 cores."""
+    model = {
+        "arch": dict(TINY_ARCH),
+        "optim": {"lr": 1e-2, "warmup_steps": 5, "schedule": "constant", "weight_decay": 0.0},
+        **(model or {}),
+    }
+    data = {"tokenizer_type": "wordpiece", "vocab_size": 100, "batch_size": 16, "max_length": 48, **data}
+    return tiny_run_config(
+        root,
+        "tasks.token_classification.module.TokenClassification",
+        "tasks.token_classification.data.TokenClassificationData",
+        model,
+        data,
+        max_epochs=7,
+    )
+
+
+def write_splits(root: Path) -> dict[str, Path]:
+    """Train / val / test CoNLL files of the tagging fixture under `root`."""
     return {
-        "seed_everything": TEST_SEED,
-        "trainer": {
-            "default_root_dir": str(root),
-            "max_epochs": 7,
-            "log_every_n_steps": 1,
-            "enable_progress_bar": False,
-            "enable_model_summary": False,
-            "accelerator": "cpu",
-            "devices": 1,
-        },
-        "model": {
-            "class_path": "tasks.token_classification.module.TokenClassification",
-            "init_args": {
-                "arch": {"d_model": 32, "n_heads": 2, "n_layers": 2, "d_ff": 64, "max_len": 64, "dropout": 0.0},
-                "optim": {"lr": 1e-2, "warmup_steps": 5, "schedule": "constant", "weight_decay": 0.0},
-                **(model or {}),
-            },
-        },
-        "data": {
-            "class_path": "tasks.token_classification.data.TokenClassificationData",
-            "init_args": {
-                "tokenizer_type": "wordpiece",
-                "vocab_size": 100,
-                "batch_size": 16,
-                "max_length": 48,
-                "seed": DATA_SEED,
-                **data,
-            },
-        },
-        "run": {"wandb": "disabled"},
+        name: write_conll(root / f"{name}.conll", tagged_sentences(n, seed))
+        for name, n, seed in (("train", 240, 0), ("val", 60, 1), ("test", 60, 2))
     }
 
 
 @pytest.fixture
 def splits(tmp_path: Path) -> dict[str, Path]:
     """Train / val / test CoNLL files of the tagging fixture."""
-    return {
-        name: write_conll(tmp_path / f"{name}.conll", tagged_sentences(n, seed))
-        for name, n, seed in (("train", 240, 0), ("val", 60, 1), ("test", 60, 2))
-    }
+    return write_splits(tmp_path)
 
 
 @pytest.fixture
 def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
     """Write a tiny config (model and data overrides) and run `tetraformer SUBCOMMAND -c it ARGS...`."""
     return config_runner(tmp_path, monkeypatch, tiny_config)
+
+
+def fit_on_splits(root: Path, *args: str) -> tuple[Path, dict[str, Path]]:
+    """(run dir, split files): the tiny config fitted (with ARGS) on the fixture's splits written under `root`."""
+    files = write_splits(root)
+    with pytest.MonkeyPatch.context() as patch:
+        run = config_runner(root, patch, tiny_config)(
+            "fit", *args, train_path=str(files["train"]), val_path=str(files["val"])
+        )
+    return run, files
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path]]:
+    """(run dir, split files) of the reference run a test file's run properties share: the tiny tagger's config
+    for 4 steps, validated at steps 2 and 4, its last checkpoint written."""
+    budget = (
+        "--trainer.max_steps",
+        "4",
+        "--trainer.val_check_interval",
+        "2",
+        "--trainer.check_val_every_n_epoch",
+        "null",
+    )
+    return fit_on_splits(tmp_path_factory.mktemp("tagger_reference"), *budget)

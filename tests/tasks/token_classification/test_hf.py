@@ -79,8 +79,8 @@ def test_export_round_trips_logits_and_tags(
     """transformers' BertForTokenClassification on the exported directory gives our logits and tag names."""
     run = run_cli(
         "fit",
-        "--trainer.max_epochs",
-        "1",
+        "--trainer.max_steps",
+        "2",
         model={"arch": BERT_ARCH},
         train_path=str(splits["train"]),
         val_path=str(splits["val"]),

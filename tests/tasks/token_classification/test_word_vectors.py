@@ -57,6 +57,15 @@ def unseen_names(tmp_path: Path) -> dict[str, Path]:
     return {"train": train, "val": val, "vectors": tmp_path / "vectors", "tokenizer": tmp_path / "tokenizer"}
 
 
+def assert_loads_without_the_vectors(run: Path, vectors: Path) -> None:
+    """The run's last checkpoint loads, vectors option and network whole, after the vectors' files are deleted."""
+    checkpoint = next((run / "checkpoints").glob("last*.ckpt"))
+    for path in vectors.iterdir():
+        path.unlink()
+    module = TokenClassification.load_from_checkpoint(checkpoint, weights_only=False)
+    assert module.word_vectors is not None and module.net is not None
+
+
 @pytest.mark.learning
 def test_vectors_let_a_tagger_find_unseen_names(
     run_cli: Callable[..., Path], unseen_names: dict[str, Path], tmp_path: Path
@@ -71,8 +80,14 @@ def test_vectors_let_a_tagger_find_unseen_names(
     at_random = run_cli("fit", root=tmp_path / "random_run", **data)
     found, guessed = last_metrics(with_vectors)["val/entity_f1"], last_metrics(at_random)["val/entity_f1"]
     assert found > 0.8 and guessed < found - 0.4, (found, guessed)
-    checkpoint = next((with_vectors / "checkpoints").glob("last*.ckpt"))
-    for path in unseen_names["vectors"].iterdir():
-        path.unlink()
-    module = TokenClassification.load_from_checkpoint(checkpoint, weights_only=False)
-    assert module.word_vectors is not None and module.net is not None
+    assert_loads_without_the_vectors(with_vectors, unseen_names["vectors"])
+
+
+def test_a_checkpoint_started_from_vectors_loads_without_them(
+    run_cli: Callable[..., Path], unseen_names: dict[str, Path]
+) -> None:
+    """A short fit from the vectors writes a checkpoint that loads with the vectors gone."""
+    data = {"train_path": str(unseen_names["train"]), "tokenizer": str(unseen_names["tokenizer"])}
+    vectors = {"word_vectors": {"path": str(unseen_names["vectors"]), "freeze": True}}
+    run = run_cli("fit", "--trainer.max_steps", "2", model=vectors, **data)
+    assert_loads_without_the_vectors(run, unseen_names["vectors"])
