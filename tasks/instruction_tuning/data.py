@@ -12,9 +12,9 @@ from tetraformer.data.chat import ChatRows, Message, chat_ready, conversation, p
 from tetraformer.data.errors import DataError
 from tetraformer.data.packed_examples import PackedBins, PackedExamples, PaddedExamples
 from tetraformer.data.records import SUFFIX_FORMATS, RecordFormat, iter_records
-from tetraformer.data.row_store import ROWS, RowStore, Tables, tokenize_rows
 from tetraformer.data.spec import DataSpec
 from tetraformer.data.splits import train_val_split
+from tetraformer.data.store import ROWS, Store, Tables, tokenize_rows
 from tetraformer.data.store_rows import StoreRows
 from tetraformer.data.tokenizer import TokenizerKind
 from tetraformer.errors import at_least
@@ -163,7 +163,7 @@ class InstructionTuningData(TextDataModule):
         """The training examples, padded or packed into bins: each is read once an epoch."""
         return self._rows.get("train")
 
-    def view(self, store: RowStore) -> StoreRows:
+    def view(self, store: Store) -> StoreRows:
         """A store's rows: shifted ids and labels (the prompt and cut columns are read only by `column`)."""
         return StoreRows(store.table(), columns=EXAMPLE_COLUMNS)
 

@@ -1,4 +1,4 @@
-"""LightningDataModule for language modelling: text files -> tokenizer -> a token store -> blocks read by offset."""
+"""LightningDataModule for language modelling: text files -> tokenizer -> a corpus store -> blocks read by offset."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from typing import Any, Literal
 import torch
 
 from tetraformer.data import load_tokenizer, read_text, resolve_files, train_val_split
-from tetraformer.data.corpus_store import corpus_store
-from tetraformer.data.held_out_store import held_out_store, training_sources
+from tetraformer.data.corpus_store import corpus_store, held_out_store, training_sources
+from tetraformer.data.store import Store
 from tetraformer.data.stream_sources import sample_text
 from tetraformer.data.token_blocks import TokenBlocks
-from tetraformer.data.token_store import TokenStore
 from tetraformer.data.token_stream_dataset import TokenStream
 from tetraformer.data.tokenizer import TokenizerKind
 from tetraformer.errors import at_least
@@ -27,7 +26,7 @@ TOKENIZER_SAMPLE_CHARS = 1 << 24
 class LanguageModelingData(TextDataModule):
     """Plain text or JSONL files, packed into blocks with an end-of-document token between documents.
 
-    Each split's files are tokenized once into a token store under `cache_dir` (default
+    Each split's files are tokenized once into a corpus store (data/corpus_store.py) under `cache_dir` (default
     $TETRAFORMER_CACHE_DIR/token_stores or ~/.cache/tetraformer/token_stores), reused by later runs, resumes,
     evaluations and comparison variants; blocks are read from it by offset. Global rank 0 builds the stores in
     `prepare_data` (`tetraformer prepare -c CONFIG` builds them ahead of a job); the other ranks map the same files.
@@ -65,7 +64,7 @@ class LanguageModelingData(TextDataModule):
         self.block_size, self.cache_dir = block_size, cache_dir
         self.streaming, self.shuffle_blocks, self.val_documents = streaming, shuffle_blocks, val_documents
         self._stream_checked = False
-        self._stores: dict[tuple[str, str], TokenStore] = {}  # by split and path, once mapped in this process
+        self._stores: dict[tuple[str, str], Store] = {}  # by split and path, once mapped in this process
 
     def sequence_length(self) -> tuple[str, int]:
         """The longest sequence a batch holds, and the option that sets it."""
@@ -73,7 +72,7 @@ class LanguageModelingData(TextDataModule):
 
     def prepare_data(self) -> None:
         """Train the run's tokenizer when none is configured (or retrain it when its settings or data changed), then
-        build the token stores the stage reads. Global rank 0 only (data/run_tokenizer.py, data/token_store.py)."""
+        build the corpus stores the stage reads. Global rank 0 only (data/run_tokenizer.py, data/corpus_store.py)."""
         fn = self.trainer.state.fn if self.trainer is not None else None
         if fn == "fit":  # before any data is read
             self._check_stream()
@@ -87,7 +86,7 @@ class LanguageModelingData(TextDataModule):
         self.stores(str(getattr(fn, "value", fn or "fit")))
 
     def store_paths(self, stage: str) -> dict[str, str]:
-        """The splits a stage reads from token stores, and their paths (predict reads prompts, not a store); a
+        """The splits a stage reads from corpus stores, and their paths (predict reads prompts, not a store); a
         stream's validation without val_path reads the store of its held-out first documents."""
         if self.streaming and stage in ("fit", "validate"):
             return {"val": self.val_path} if self.val_path else {"held_out": self.require("train")}
@@ -97,8 +96,8 @@ class LanguageModelingData(TextDataModule):
             return {"val": self.val_path} if self.val_path else {"train": self.require("train")}
         return {"test": self.require("test")} if stage == "test" else {}
 
-    def stores(self, stage: str) -> dict[str, TokenStore]:
-        """The stage's token stores: built here by local rank 0 when missing (a node-local cache, or no
+    def stores(self, stage: str) -> dict[str, Store]:
+        """The stage's corpus stores: built here by local rank 0 when missing (a node-local cache, or no
         prepare_data), mapped by the other ranks once built."""
         if self.tokenizer is None:
             self.tokenizer = load_tokenizer(self.tokenizer_dir())
@@ -108,7 +107,7 @@ class LanguageModelingData(TextDataModule):
                 self._stores[split, path] = self._store(split, path, build)
         return {split: self._stores[split, path] for split, path in self.store_paths(stage).items()}
 
-    def _store(self, split: str, path: str, build: bool) -> TokenStore:
+    def _store(self, split: str, path: str, build: bool) -> Store:
         """A split's corpus store, or the store of the held-out start of a stream."""
         options, name = self.read_options, f"lm-{split}"
         if split == "held_out":
@@ -133,7 +132,7 @@ class LanguageModelingData(TextDataModule):
             rows = read_text(self.require("predict"), **{**self.read_options, "documents": "line"})
             self.datasets["predict"] = list(rows["text"])
 
-    def _train_val(self, stores: dict[str, TokenStore], need_train: bool) -> None:
+    def _train_val(self, stores: dict[str, Store], need_train: bool) -> None:
         """Blocks of the train store, and of the val store or a seeded share of the train blocks."""
         if "val" in stores:
             self.datasets["val"] = TokenBlocks(stores["val"], self.block_size)
@@ -150,7 +149,7 @@ class LanguageModelingData(TextDataModule):
             check_stream_trainer(self.trainer)
             self._stream_checked = True
 
-    def _stream(self, stores: dict[str, TokenStore], need_train: bool) -> None:
+    def _stream(self, stores: dict[str, Store], need_train: bool) -> None:
         """Validation blocks of the val (or held-out) store, and the training stream after the held-out part."""
         self.datasets["val"] = TokenBlocks(stores.get("val") or stores["held_out"], self.block_size)
         if not need_train:

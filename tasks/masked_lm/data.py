@@ -10,7 +10,7 @@ from typing import Any, Literal
 from tasks.masked_lm.segments import DocumentPieces, pair_rows, single_rows, stored_documents
 from tetraformer.data import DataError, load_tokenizer, read_text, resolve_files, train_val_split
 from tetraformer.data.masking import MaskingCollator, TokenMasker
-from tetraformer.data.row_store import ROWS, Tables, tokenize_rows
+from tetraformer.data.store import ROWS, Tables, tokenize_rows
 from tetraformer.data.store_rows import PositionSeed, StoreRows
 from tetraformer.errors import require
 from tetraformer.training.base.text_datamodule import TextDataModule

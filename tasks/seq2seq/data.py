@@ -11,10 +11,10 @@ from tasks.seq2seq.rows import PAIR_COLUMNS, PairRows, TextChunks, pair_table
 from tetraformer.data import DataError, read_text
 from tetraformer.data.files import resolve_files
 from tetraformer.data.records import RecordFormat
-from tetraformer.data.row_store import ROWS, RowStore, Tables, tokenize_rows
 from tetraformer.data.seq2seq_batch import Seq2SeqCollator
 from tetraformer.data.span_corruption import SpanCorruptionCollator, SpanCorruptor
 from tetraformer.data.splits import train_val_split
+from tetraformer.data.store import ROWS, Store, Tables, tokenize_rows
 from tetraformer.data.store_rows import PositionSeed, StoreRows
 from tetraformer.data.text import text_format
 from tetraformer.data.tokenizer import TokenizerKind, decoder_start_token
@@ -219,7 +219,7 @@ class Seq2SeqData(TextDataModule):
         if stage in ("test", "predict"):
             self.datasets[stage] = self.seeded(self.checked(stores[stage], getattr(self, f"{stage}_path")))
 
-    def view(self, store: RowStore) -> StoreRows:
+    def view(self, store: Store) -> StoreRows:
         """A store's rows: chunks of ids (span corruption), or a pair's ids, texts, record and labels."""
         table = store.table()
         if self.objective == "span_corruption":

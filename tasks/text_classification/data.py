@@ -12,7 +12,7 @@ from tasks.text_classification.rows import ClassificationRows
 from tetraformer.data import LabelVocabulary, read_records, resolve_files
 from tetraformer.data.buckets import LengthBuckets
 from tetraformer.data.label_columns import LabelColumn, LabelIds
-from tetraformer.data.row_store import ROWS, RowStore, Tables, tokenize_rows
+from tetraformer.data.store import ROWS, Store, Tables, tokenize_rows
 from tetraformer.data.store_rows import StoreRows
 from tetraformer.errors import at_least
 from tetraformer.training.base.labelled import LabelledData
@@ -107,7 +107,7 @@ class TextClassificationData(LabelledData, TextDataModule):
         self.read_stored_splits(stage, self.view)
         self.settle_labels("train" in self.datasets)
 
-    def view(self, split: str, path: str, store: RowStore) -> StoreRows:
+    def view(self, split: str, path: str, store: Store) -> StoreRows:
         """The rows of a store (records decoded to predict); rows cut to max_length are counted in one warning."""
         rows = StoreRows(store.table(), json_columns=("record",) if split == "predict" else ())
         truncated = int(rows.column("truncated").sum())

@@ -24,9 +24,9 @@ from tetraformer.data import DataError, LabelVocabulary
 from tetraformer.data.collate import IGNORE_INDEX, PaddingCollator
 from tetraformer.data.conll import SentenceFormat, TaggedSentence, WordSplit, join_words, read_sentences
 from tetraformer.data.label_columns import LabelColumn
-from tetraformer.data.row_store import ROWS, RowStore, Tables, tokenize_rows
 from tetraformer.data.spec import DataSpec
 from tetraformer.data.splits import train_val_split
+from tetraformer.data.store import ROWS, Store, Tables, tokenize_rows
 from tetraformer.data.store_rows import StoreRows
 from tetraformer.data.tag_schemes import PREFIXES, canonical_scheme, split_tag, tag_problem, to_canonical
 from tetraformer.data.word_alignment import SentenceBatches
@@ -206,7 +206,7 @@ class TokenClassificationData(LabelledData, TextDataModule):
                 self.datasets[split] = windows.select(np.flatnonzero(mine))
         self.settle_labels("train" in self.sentences)
 
-    def view(self, split: str, path: str, store: RowStore) -> StoreRows:
+    def view(self, split: str, path: str, store: Store) -> StoreRows:
         """A store's sentences as rows (`self.sentences`), their windows kept in the table's memo."""
         sentences = StoreRows(store.table(SENTENCES))
         windows = StoreRows(store.table())

@@ -1,4 +1,4 @@
-"""Token stores: built once (equal to in-memory tokenization), reused by key, rebuilt and logged on a key change."""
+"""Corpus stores: built once (equal to in-memory tokenization), reused by key, rebuilt and logged on a key change."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from transformers import PreTrainedTokenizerFast
 
 from tetraformer.data import DataError, pack_documents, read_text, train_tokenizer
 from tetraformer.data import corpus_store as corpus_module
-from tetraformer.data.corpus_store import corpus_store
-from tetraformer.data.token_blocks import TokenBlocks
-from tetraformer.data.token_store import MANIFEST, TOKENS, token_dtype, wait_for_store
+from tetraformer.data.corpus_store import TOKENS, corpus_store, n_tokens, token_dtype
+from tetraformer.data.store import ARROW, MANIFEST, wait_for_store
+from tetraformer.data.token_blocks import CorpusIds, TokenBlocks
 from tetraformer.errors import ConfigError
 
 OPTIONS: dict[str, Any] = {"format": "auto", "field": "text", "documents": "paragraph", "encoding": "utf-8"}
@@ -48,16 +48,27 @@ def build(corpus: Path, tokenizer: Any, cache: Path, **options: Any) -> Any:
     return corpus_store("lm-train", corpus, tokenizer, {**OPTIONS, **options}, cache)
 
 
+def ids(store: Any) -> np.ndarray:
+    """All ids of a corpus store, in order."""
+    return CorpusIds(store).slice(0, n_tokens(store))
+
+
+def rows(store: Any) -> list[list[int]]:
+    """The rows of a corpus store's table: a document's (or piece's) ids each."""
+    return store.table(TOKENS)["input_ids"]
+
+
 @pytest.mark.parametrize("documents", ["file", "paragraph", "line"])
 def test_store_holds_the_in_memory_tokenization(corpus: Path, bpe: Any, tmp_path: Path, documents: str) -> None:
     store = build(corpus, bpe, tmp_path / "cache", documents=documents)
     packed = pack_documents(read_text(corpus, **{**OPTIONS, "documents": documents}), bpe, block_size=8)
     blocks = TokenBlocks(store, 8)
-    assert store.dtype == np.uint16
+    assert store.manifest["dtype"] == "uint16"
+    assert store.table(TOKENS).features["input_ids"].feature.dtype == "uint16"
     assert torch.equal(torch.stack([blocks[i] for i in range(len(blocks))]), packed)
     assert blocks[0].dtype == torch.int64
-    eos = np.flatnonzero(np.asarray(store.tokens()) == bpe.eos_token_id) + 1
-    assert eos.tolist() == store.doc_ends().tolist()  # each document ends with eos, its end recorded
+    documents = read_text(corpus, **{**OPTIONS, "documents": documents})["text"]
+    assert [row[-1] for row in rows(store)] == [bpe.eos_token_id] * len(documents)  # a row a document, eos last
 
 
 def test_second_build_is_a_reuse(
@@ -67,8 +78,8 @@ def test_second_build_is_a_reuse(
     monkeypatch.setattr(corpus_module, "write_corpus", _refuse)
     with caplog.at_level(logging.INFO):
         second = build(corpus, bpe, tmp_path)
-    assert second.path == first.path and np.array_equal(second.tokens(), first.tokens())
-    assert "reusing the token store" in caplog.text
+    assert second.path == first.path and np.array_equal(ids(second), ids(first))
+    assert f"reusing the corpus store {first.path}" in caplog.text
 
 
 @pytest.mark.parametrize(
@@ -95,8 +106,8 @@ def test_each_key_change_rebuilds_and_says_which(
 
 def test_block_size_is_not_part_of_the_key(corpus: Path, bpe: Any, tmp_path: Path) -> None:
     store = build(corpus, bpe, tmp_path)
-    assert len(TokenBlocks(store, 4)) == (store.n_tokens - 1) // 4
-    assert len(TokenBlocks(store, 16)) == (store.n_tokens - 1) // 16
+    assert len(TokenBlocks(store, 4)) == (n_tokens(store) - 1) // 4
+    assert len(TokenBlocks(store, 16)) == (n_tokens(store) - 1) // 16
 
 
 def test_dtype_is_the_smallest_that_holds_the_vocabulary(tmp_path: Path) -> None:
@@ -108,8 +119,8 @@ def test_dtype_is_the_smallest_that_holds_the_vocabulary(tmp_path: Path) -> None
     corpus = tmp_path / "big.txt"
     corpus.write_text("w1 w69999 w65536\n", encoding="utf-8")
     store = build(corpus, tokenizer, tmp_path / "cache", documents="line")
-    assert store.dtype == np.uint32
-    assert store.tokens().tolist() == [2, 70_000, 65_537, 0]
+    assert store.manifest["dtype"] == "uint32"
+    assert ids(store).tolist() == [2, 70_000, 65_537, 0]
 
 
 def test_a_build_that_fails_half_way_leaves_nothing_reused(
@@ -128,7 +139,7 @@ def test_a_build_that_fails_half_way_leaves_nothing_reused(
     assert list((tmp_path / "cache").iterdir()) == []  # no store, no partial folder
     monkeypatch.undo()
     store = build(corpus, bpe, tmp_path / "cache")
-    assert store.n_tokens == build(corpus, bpe, tmp_path / "other").n_tokens
+    assert n_tokens(store) == n_tokens(build(corpus, bpe, tmp_path / "other"))
 
 
 def test_a_killed_builds_partial_folder_is_never_reused(corpus: Path, bpe: Any, tmp_path: Path) -> None:
@@ -137,19 +148,20 @@ def test_a_killed_builds_partial_folder_is_never_reused(corpus: Path, bpe: Any, 
     store.path.rename(partial)
     (partial / MANIFEST).unlink()  # what SIGKILL before the manifest leaves
     rebuilt = build(corpus, bpe, tmp_path / "cache")
-    assert rebuilt.path == store.path and rebuilt.n_tokens > 0
+    assert rebuilt.path == store.path and n_tokens(rebuilt) > 0
 
 
 def test_a_short_store_file_is_detected_and_rebuilt(
     corpus: Path, bpe: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = build(corpus, bpe, tmp_path)
-    tokens = (store.path / TOKENS).read_bytes()
-    (store.path / TOKENS).write_bytes(tokens[:-6])
+    table = store.path / f"{TOKENS}{ARROW}"
+    tokens = table.read_bytes()
+    table.write_bytes(tokens[:-6])
     with caplog.at_level(logging.WARNING):
         rebuilt = build(corpus, bpe, tmp_path)
-    assert f"{TOKENS} has {len(tokens) - 6} bytes, its manifest says {len(tokens)} bytes" in caplog.text
-    assert (rebuilt.path / TOKENS).read_bytes() == tokens
+    assert f"{TOKENS}{ARROW}'s content differs from the checksum its manifest recorded" in caplog.text
+    assert (rebuilt.path / f"{TOKENS}{ARROW}").read_bytes() == tokens
 
 
 def test_an_unwritable_cache_dir_names_the_option(corpus: Path, bpe: Any, tmp_path: Path) -> None:
@@ -170,7 +182,7 @@ def test_a_rank_that_does_not_build_maps_the_built_store(corpus: Path, bpe: Any,
     built = build(corpus, bpe, tmp_path)
     mapped = corpus_store("lm-train", corpus, bpe, OPTIONS, tmp_path, build=False)
     assert mapped.path == built.path
-    assert json.loads((built.path / MANIFEST).read_text())["n_tokens"] == mapped.n_tokens
+    assert json.loads((built.path / MANIFEST).read_text())["n_tokens"] == n_tokens(mapped)
 
 
 def test_blocks_pickle_without_the_tokens(corpus: Path, bpe: Any, tmp_path: Path) -> None:
@@ -205,9 +217,9 @@ def test_files_tokenized_in_processes_give_the_same_store(
     (corpus / "c.txt").write_text(TEXT * 2000, encoding="utf-8")  # longer than one batch of pieces
     one = build(corpus, bpe, tmp_path / "one", documents=documents)
     two = corpus_store("lm-train", corpus, bpe, {**OPTIONS, "documents": documents}, tmp_path / "two", num_proc=2)
-    assert two.n_tokens == one.n_tokens > 0
-    assert np.array_equal(two.tokens(), one.tokens())
-    assert np.array_equal(two.doc_ends(), one.doc_ends())
+    assert n_tokens(two) == n_tokens(one) > 0
+    assert np.array_equal(ids(two), ids(one))
+    assert rows(two) == rows(one)
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
-"""Row stores: built once, reused by key (no tokenization), rebuilt and logged on a key change, whole or not at all;
-StoreRows reads rows lazily; LabelColumn encodes raw labels with file:line errors."""
+"""Stores of a task's rows: built once, reused by key (no tokenization), rebuilt and logged on a key change, whole
+or not at all; StoreRows reads rows lazily; LabelColumn encodes raw labels with file:line errors."""
 
 from __future__ import annotations
 
@@ -14,9 +14,17 @@ import torch
 from tetraformer.data import DataError, LabelVocabulary, read_records, train_tokenizer
 from tetraformer.data.label_columns import LabelColumn
 from tetraformer.data.records import LINE_COLUMN, SOURCE_COLUMN
-from tetraformer.data.row_store import MANIFEST, ROWS, open_row_store, row_store, tokenize_rows
+from tetraformer.data.store import (
+    ARROW,
+    MANIFEST,
+    ROWS,
+    open_store,
+    prepare_store,
+    store_key,
+    tokenize_rows,
+    wait_for_store,
+)
 from tetraformer.data.store_rows import PositionSeed, StoreRows
-from tetraformer.data.token_store import wait_for_store
 from tetraformer.errors import ConfigError
 
 TEXTS = ["the cat sat", "on the mat", "a dog barked twice", "the end", "cats and dogs", "one more line here"]
@@ -66,9 +74,15 @@ def store(files: Path, tokenizer: Any, cache: Path, num_proc: int = 1, **options
         return {ROWS: tokenize_rows(read_records(files), Encode(tokenizer), scratch, num_proc)}
 
     built: list[Path] = []
-    found = row_store("task-train", [files], tokenizer, {"max_length": 8, **options}, build, cache)
+    found = row_store([files], tokenizer, {"max_length": 8, **options}, build, cache)
     found.manifest["builds"] = len(built)
     return found
+
+
+def row_store(files: list[Path], tokenizer: Any, options: dict[str, Any], build: Any, cache: Path, **how: Any) -> Any:
+    """The store `task-train` of the files' rows (ids checked against the tokenizer)."""
+    key = store_key(files, tokenizer, options)
+    return prepare_store("task-train", key, build, cache, vocab_size=len(tokenizer), id_columns=["input_ids"], **how)
 
 
 def test_rows_are_the_tokenizers_and_a_second_open_reuses_them(
@@ -124,8 +138,8 @@ def test_a_damaged_store_is_built_again(
     records: Path, tokenizer: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     first = store(records, tokenizer, tmp_path / "cache")
-    next((first.path / ROWS).glob("*.arrow")).unlink()
-    assert open_row_store(first.path) is None
+    (first.path / f"{ROWS}{ARROW}").unlink()
+    assert open_store(first.path) is None
     with caplog.at_level(logging.WARNING):
         second = store(records, tokenizer, tmp_path / "cache")
     assert second.manifest["builds"] == 1 and "is damaged" in caplog.text
@@ -134,12 +148,12 @@ def test_a_damaged_store_is_built_again(
 
 def test_other_ranks_wait_for_the_store(records: Path, tokenizer: Any, tmp_path: Path) -> None:
     built = store(records, tokenizer, tmp_path / "cache")
-    assert wait_for_store(built.path, timeout_s=0, opener=open_row_store).path == built.path
+    assert wait_for_store(built.path, timeout_s=0).path == built.path
     options = {"max_length": 8}
-    waited = row_store("task-train", [records], tokenizer, options, _refuse, tmp_path / "cache", build_here=False)
+    waited = row_store([records], tokenizer, options, _refuse, tmp_path / "cache", build_here=False)
     assert waited.path == built.path
     with pytest.raises(DataError, match="no store appeared in .* within 0 s"):
-        wait_for_store(tmp_path / "cache" / "missing", timeout_s=0, opener=open_row_store)
+        wait_for_store(tmp_path / "cache" / "missing", timeout_s=0)
     assert (built.path / MANIFEST).is_file()
 
 

@@ -17,14 +17,15 @@ import numpy as np
 import pytest
 import xxhash
 
-from tests.data.test_row_store import TEXTS as ROW_TEXTS
-from tests.data.test_row_store import Encode
+from tests.data.test_store import TEXTS as ROW_TEXTS
+from tests.data.test_store import Encode, row_store
 from tetraformer.data import DataError, read_records, train_tokenizer
-from tetraformer.data.corpus_store import corpus_store
-from tetraformer.data.row_store import ROWS, open_row_store, row_store, tokenize_rows
+from tetraformer.data.corpus_store import TOKENS, corpus_store
+from tetraformer.data.store import ARROW, MANIFEST, ROWS, open_store, tokenize_rows
 from tetraformer.data.store_integrity import STALE_S, checksum_damage, file_checksum, remove_stale_partials
-from tetraformer.data.token_store import MANIFEST, TOKENS, build_store, open_store
+from tetraformer.data.token_blocks import CorpusIds
 
+TABLE = f"{TOKENS}{ARROW}"
 OPTIONS: dict[str, Any] = {"format": "auto", "field": "text", "documents": "line", "encoding": "utf-8"}
 TEXT = "the cat sat on the mat\na dog barked twice at the cat\nthe end of it all\n" * 40
 
@@ -50,6 +51,19 @@ def lm_store(corpus: Path, tokenizer: Any, cache: Path) -> Any:
     return corpus_store("lm-train", corpus, tokenizer, OPTIONS, cache)
 
 
+class OneTooFar:
+    """A tokenizer that reports one entry fewer than it has: its last id is past its vocabulary."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def __len__(self) -> int:
+        return len(self.tokenizer) - 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tokenizer, name)
+
+
 def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     """The warning lines logged."""
     return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -69,32 +83,29 @@ def test_reordered_ids_of_the_same_size_are_rebuilt_with_one_warning(
     corpus: Path, bpe: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = lm_store(corpus, bpe, tmp_path / "cache")
-    built = (store.path / TOKENS).read_bytes()
-    ids = np.fromfile(store.path / TOKENS, dtype=store.dtype)
-    np.random.default_rng(0).permutation(ids).tofile(store.path / TOKENS)  # the same size, other order
-    assert (store.path / TOKENS).read_bytes() != built
+    table = store.path / TABLE
+    built = table.read_bytes()
+    ids = np.fromfile(table, dtype=store.manifest["dtype"])
+    np.random.default_rng(0).permutation(ids).tofile(table)  # the same size, other order
+    assert table.read_bytes() != built
     with caplog.at_level(logging.WARNING):
         rebuilt = lm_store(corpus, bpe, tmp_path / "cache")
     assert warnings(caplog) == [
-        f"the token store {store.path} is damaged ({TOKENS}'s content differs from the checksum its manifest "
+        f"the corpus store {store.path} is damaged ({TABLE}'s content differs from the checksum its manifest "
         "recorded): building it again"
     ]
-    assert (rebuilt.path / TOKENS).read_bytes() == built
+    assert (rebuilt.path / TABLE).read_bytes() == built
 
 
 def test_ids_past_the_vocabulary_are_found_at_build_and_on_reuse(corpus: Path, bpe: Any, tmp_path: Path) -> None:
     store = lm_store(corpus, bpe, tmp_path / "cache")
-    assert store.manifest["max_id"] == int(np.asarray(store.tokens()).max()) < len(bpe)
+    assert store.manifest["max_id"] == int(CorpusIds(store).slice(0, store.manifest["n_tokens"]).max()) < len(bpe)
     assert open_store(store.path, vocab_size=store.manifest["max_id"]) is None  # a smaller vocabulary than the ids
     assert store.path.is_dir()  # without `repair`, nothing is removed
 
-    def writes_a_big_id(writer: Any) -> dict[str, Any]:
-        writer.write(np.array([3, 999], np.uint16), np.array([2]))
-        return {}
-
-    (tmp_path / "other").mkdir()
-    with pytest.raises(DataError, match="the tokenizer gave id 999, past its own 300 entries"):
-        build_store(tmp_path / "other" / "lm-x", {}, 300, writes_a_big_id)
+    small = train_tokenizer(corpus, "char", 40, tmp_path / "char")  # the text uses every id of its characters
+    with pytest.raises(DataError, match=rf"the tokenizer gave id \d+, past its own {len(small) - 1} entries"):
+        corpus_store("lm-train", corpus, OneTooFar(small), OPTIONS, tmp_path / "other")
     assert list((tmp_path / "other").iterdir()) == []
 
 
@@ -103,7 +114,7 @@ def test_a_store_without_manifest_or_checksums_is_rebuilt_with_one_warning(
     corpus: Path, bpe: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str
 ) -> None:
     store = lm_store(corpus, bpe, tmp_path / "cache")
-    built = (store.path / TOKENS).read_bytes()
+    built = (store.path / TABLE).read_bytes()
     manifest = json.loads((store.path / MANIFEST).read_text())
     if damage == "no manifest":
         (store.path / MANIFEST).unlink()
@@ -114,7 +125,7 @@ def test_a_store_without_manifest_or_checksums_is_rebuilt_with_one_warning(
         rebuilt = lm_store(corpus, bpe, tmp_path / "cache")
     assert len(warnings(caplog)) == 1 and "is damaged" in warnings(caplog)[0]
     assert rebuilt.path == store.path and rebuilt.manifest["checksums"]
-    assert (rebuilt.path / TOKENS).read_bytes() == built
+    assert (rebuilt.path / TABLE).read_bytes() == built
 
 
 def dead_pid() -> int:
@@ -127,9 +138,9 @@ def partial(cache: Path, name: str, age_s: float = 0.0) -> Path:
     """A partial folder with a file, its times set `age_s` in the past."""
     folder = cache / name
     folder.mkdir(parents=True)
-    (folder / TOKENS).write_bytes(b"12")
+    (folder / TABLE).write_bytes(b"12")
     then = time.time() - age_s
-    for path in (folder / TOKENS, folder):
+    for path in (folder / TABLE, folder):
         os.utime(path, (then, then))
     return folder
 
@@ -144,7 +155,7 @@ def test_partial_folders_of_dead_builds_are_removed_and_live_ones_kept(corpus: P
     assert not dead.exists() and not old.exists()
     assert live.exists() and foreign.exists()
     os.utime(foreign, (time.time() - STALE_S - 60,) * 2)
-    os.utime(foreign / TOKENS, (time.time() - STALE_S - 60,) * 2)
+    os.utime(foreign / TABLE, (time.time() - STALE_S - 60,) * 2)
     remove_stale_partials(cache)
     assert not foreign.exists() and live.exists()
 
@@ -163,7 +174,7 @@ def rows(records: Path, tokenizer: Any, cache: Path) -> Any:
     def build(scratch: Path) -> dict[str, Any]:
         return {ROWS: tokenize_rows(read_records(records), Encode(tokenizer), scratch)}
 
-    return row_store("task-train", [records], tokenizer, {"max_length": 8}, build, cache, id_columns=["input_ids"])
+    return row_store([records], tokenizer, {"max_length": 8}, build, cache)
 
 
 @pytest.mark.parametrize("damage", ["reordered", "no manifest", "dead partial"])
@@ -174,8 +185,8 @@ def test_a_damaged_row_store_is_rebuilt_with_one_warning(
     records.write_text("".join(json.dumps({"text": t, "label": "a"}) + "\n" for t in ROW_TEXTS), encoding="utf-8")
     store = rows(records, wordpiece, tmp_path / "cache")
     assert store.manifest["max_id"] < len(wordpiece)
-    assert open_row_store(store.path, vocab_size=store.manifest["max_id"]) is None
-    arrow = next((store.path / ROWS).glob("*.arrow"))
+    assert open_store(store.path, vocab_size=store.manifest["max_id"]) is None
+    arrow = store.path / f"{ROWS}{ARROW}"
     built = arrow.read_bytes()
     if damage == "reordered":
         arrow.write_bytes(built[len(built) // 2 :] + built[: len(built) // 2])
@@ -185,5 +196,5 @@ def test_a_damaged_row_store_is_rebuilt_with_one_warning(
     with caplog.at_level(logging.WARNING):
         rebuilt = rows(records, wordpiece, tmp_path / "cache")
     assert len(warnings(caplog)) == (damage != "dead partial")
-    assert rebuilt.path == store.path and next((rebuilt.path / ROWS).glob("*.arrow")).read_bytes() == built
+    assert rebuilt.path == store.path and (rebuilt.path / f"{ROWS}{ARROW}").read_bytes() == built
     assert not stale.exists()

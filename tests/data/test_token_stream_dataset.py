@@ -20,9 +20,8 @@ from tests.data.letter_corpus import (
     pass_letters,
     stream,
 )
-from tetraformer.data.corpus_store import corpus_store
-from tetraformer.data.held_out_store import held_out_store, training_sources
-from tetraformer.data.token_blocks import TokenBlocks
+from tetraformer.data.corpus_store import TOKENS, corpus_store, held_out_store, n_tokens, training_sources
+from tetraformer.data.token_blocks import CorpusIds, TokenBlocks
 from tetraformer.data.token_stream_dataset import Share, ShareState, TokenStream
 
 
@@ -37,7 +36,7 @@ def chars(tmp_path_factory: pytest.TempPathFactory) -> PreTrainedTokenizerFast:
 def test_one_unshuffled_share_gives_the_store_blocks_pass_after_pass(
     chars: PreTrainedTokenizerFast, tmp_path: Path, documents: str
 ) -> None:
-    """Read in order as one share, a pass's blocks are the token store's blocks of the same files (block_size + 1
+    """Read in order as one share, a pass's blocks are the corpus store's blocks of the same files (block_size + 1
     ids, one every block_size, the tail dropped), and the next pass starts again with block 0."""
     files = letter_docs(tmp_path / "c", 3, 4)
     read = {**OPTIONS, "documents": documents}
@@ -146,8 +145,8 @@ def test_held_out_documents_are_validated_and_never_streamed(
     """The first `held` documents (in file order) go to the held-out store, the stream reads all the others."""
     files = letter_docs(tmp_path / "c", n_files, 4)
     store = held_out_store("held", files, chars, OPTIONS, held, tmp_path / "cache")
-    assert letters(chars, store.tokens().tolist()) == set(LETTERS[:held])
-    assert store.manifest["n_documents"] == held
+    assert letters(chars, CorpusIds(store).slice(0, n_tokens(store)).tolist()) == set(LETTERS[:held])
+    assert [row[-1] for row in store.table(TOKENS)["input_ids"]] == [chars.eos_token_id] * held  # a row a document
     data = TokenStream(training_sources(files, store), OPTIONS, chars, 4, 3, shuffle_blocks=8)
     assert pass_letters(data, Share()) == set(LETTERS[held : 4 * n_files])
     again = held_out_store("held", files, chars, OPTIONS, held, tmp_path / "cache")

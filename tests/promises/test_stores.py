@@ -55,7 +55,7 @@ def dead_partial(beside: Path) -> Path:
 def test_a_damaged_token_store_is_rebuilt_and_trains_as_a_fresh_one(tmp_path: Path) -> None:
     fresh, _ = fit("language_modeling", tmp_path, "fresh")
     folder = store(tmp_path, "lm-train")
-    tokens = folder / "tokens.bin"
+    tokens = folder / "tokens.arrow"
     dtype = np.dtype(json.loads((folder / "manifest.json").read_text())["dtype"])
     built = tokens.read_bytes()
 

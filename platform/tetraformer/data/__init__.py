@@ -1,4 +1,16 @@
-"""Data layer: checked readers, splits, LM packing, label vocabularies, padding, tokenizers (no model)."""
+"""Data layer: checked readers, splits, LM packing, label vocabularies, padding, tokenizers (no model).
+
+One pipeline for every task:
+
+    source: files, globs, `datasets` folders, Parquet/Arrow, hf:NAME    (files.py, hf_sources.py, records.py, text.py)
+      -> rendered rows (a task's build_rows, `tokenize_rows`)            or token pieces (corpus_store.py)
+      -> ONE store: Arrow tables + manifest.json, keyed, checksummed   (store.py, store_integrity.py)
+      -> rows by index (store_rows.py)  or  blocks by offset (token_blocks.py)
+      -> ONE resumable training loader (training/checkpointing/resume.py)
+
+A streamed corpus (`--data.streaming`) skips the store for training: it is tokenized as it is read
+(token_stream_dataset.py), and its held-out start is a corpus store like any other.
+"""
 
 from tetraformer.data.collate import IGNORE_INDEX, PaddingCollator
 from tetraformer.data.dataset import build_dataset

@@ -1,16 +1,23 @@
-"""Language-modelling blocks read from a token store by offset: no copy of the corpus in memory."""
+"""Language-modelling blocks read from a corpus store's flat ids by offset: no copy of the corpus in memory.
+
+The `tokens` table's list column is memory-mapped Arrow: each record batch's ids are one contiguous buffer, read
+as a numpy view (`corpus_ids`); a block is a slice of one of them, or joined from two where it crosses a batch.
+"""
 
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left, bisect_right
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from tetraformer.data.corpus_store import TOKENS, n_tokens
 from tetraformer.data.errors import DataError
-from tetraformer.data.token_store import TokenStore
+from tetraformer.data.store import Store
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +33,24 @@ def block_count(n_tokens: int, block_size: int) -> int:
     return n_blocks
 
 
+class CorpusIds:
+    """A corpus store's ids as numpy views of its mapped record batches; `slice(start, stop)` reads a range."""
+
+    def __init__(self, store: Store) -> None:
+        column = store.table(TOKENS).data.column("input_ids")
+        self.chunks = [chunk.flatten().to_numpy(zero_copy_only=True) for chunk in column.chunks if len(chunk)]
+        self.starts = list(accumulate((len(chunk) for chunk in self.chunks), initial=0))  # n_chunks + 1 offsets
+
+    def slice(self, start: int, stop: int) -> np.ndarray:
+        """Ids [start, stop) as int64, joined across record batches where the range crosses one."""
+        first = bisect_right(self.starts, start) - 1
+        local, chunk = start - self.starts[first], self.chunks[first]
+        if local + stop - start <= len(chunk):
+            return chunk[local : local + stop - start].astype(np.int64)
+        last = bisect_left(self.starts, stop)
+        return np.concatenate([chunk[local:], *self.chunks[first + 1 : last]])[: stop - start].astype(np.int64)
+
+
 class TokenBlocks(Dataset):
     """Block i of a store is its ids [i * block_size, (i + 1) * block_size + 1) as an int64 tensor (as
     `pack_token_ids` cuts them: block i's last token is block i+1's first); `indices` picks and orders blocks.
@@ -33,16 +58,16 @@ class TokenBlocks(Dataset):
     The store is mapped on first read in each process, so DataLoader workers share the page cache, not copies.
     """
 
-    def __init__(self, store: TokenStore, block_size: int, indices: torch.Tensor | None = None) -> None:
+    def __init__(self, store: Store, block_size: int, indices: torch.Tensor | None = None) -> None:
         self.store, self.block_size = store, block_size
-        n_blocks = block_count(store.n_tokens, block_size)
+        n_blocks = block_count(n_tokens(store), block_size)
         self.indices = torch.arange(n_blocks) if indices is None else indices
-        self._tokens: np.ndarray | None = None
+        self._tokens: CorpusIds | None = None
         if indices is None:
-            dropped = store.n_tokens - (n_blocks * block_size + 1)
+            dropped = n_tokens(store) - (n_blocks * block_size + 1)
             logger.info(
                 "%s tokens in %s blocks of %d; %d tail tokens unused",
-                f"{store.n_tokens:,}",
+                f"{n_tokens(store):,}",
                 f"{n_blocks:,}",
                 block_size + 1,
                 dropped,
@@ -53,13 +78,13 @@ class TokenBlocks(Dataset):
 
     def __getitem__(self, index: int) -> torch.Tensor:
         if self._tokens is None:
-            self._tokens = self.store.tokens()
+            self._tokens = CorpusIds(self.store)
         start = int(self.indices[index]) * self.block_size
-        return torch.from_numpy(self._tokens[start : start + self.block_size + 1].astype(np.int64))
+        return torch.from_numpy(self._tokens.slice(start, start + self.block_size + 1))
 
     def subset(self, indices: torch.Tensor) -> TokenBlocks:
         """The blocks at these positions of this dataset's order."""
         return TokenBlocks(self.store, self.block_size, self.indices[indices])
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_tokens": None}  # a worker maps the file itself; a memmap would pickle its data
+        return {**self.__dict__, "_tokens": None}  # a worker maps the files itself

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from tetraformer.data.corpus_store import Source
 from tetraformer.data.errors import DataError
-from tetraformer.data.held_out_store import Source
 from tetraformer.data.stream_sources import numbered_pieces, one_document
 from tetraformer.data.token_stream import BATCH_CHARS, BATCH_TEXTS, batch_encoder
 

@@ -17,7 +17,7 @@ from tasks.text_classification.data import TextClassificationData
 from tests.tasks.stored_rows import all_batches, assert_same_batches, refuse, stamps, store_names
 from tests.tasks.text_classification.conftest import labelled_rows, write_csv
 from tetraformer.data import DataError, LabelVocabulary, load_tokenizer, train_tokenizer
-from tetraformer.data import row_store as row_store_module
+from tetraformer.data import store as row_store_module
 from tetraformer.data.spec import DataSpec
 
 

@@ -17,10 +17,9 @@ from tetraformer.data.files import resolve_files
 from tetraformer.data.fingerprint import Fingerprint, data_change, data_fingerprint
 from tetraformer.data.hf_sources import dataset_splits
 from tetraformer.data.labels import LabelVocabulary
-from tetraformer.data.row_store import RowStore
 from tetraformer.data.spec import DataSpec, TrainingBatches
 from tetraformer.data.splits import train_val_split
-from tetraformer.data.token_store import TokenStore
+from tetraformer.data.store import Store
 from tetraformer.data.tokenizer import load_tokenizer, tokenizer_digest
 from tetraformer.errors import ConfigError, TetraformerError, at_least, require
 from tetraformer.files import resolve_source
@@ -192,8 +191,8 @@ class TaskDataModule(L.LightningDataModule):
         self.use_spec(spec)
         self._spec = None  # the fit's spec is built from its data as always
 
-    def stores(self, stage: str) -> dict[str, TokenStore | RowStore]:
-        """The stores (token stores, row stores) a stage reads, by split, built when missing (`tetraformer prepare`);
+    def stores(self, stage: str) -> dict[str, Store]:
+        """The stores (data/store.py) a stage reads, by split, built when missing (`tetraformer prepare`);
         none by default."""
         return {}
 

@@ -1,5 +1,5 @@
 """TextDataModule: the options every text task's datamodule shares, the run tokenizer trained from them, and the
-row stores (data/row_store.py) their tokenized rows are kept in."""
+stores (data/store.py) their tokenized rows are kept in."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tetraformer.data.files import resolve_files
-from tetraformer.data.row_store import RowStore, Tables, row_store
 from tetraformer.data.run_tokenizer import prepare_run_tokenizer
+from tetraformer.data.store import Store, Tables, prepare_store, store_key
 from tetraformer.data.tokenizer import TokenizerKind
 from tetraformer.data.vocab_cap import MIN_COUNT
 from tetraformer.errors import at_least, require
@@ -65,7 +65,7 @@ class TextDataModule(TaskDataModule):
         self.tokenizer_type, self.vocab_size, self.vocab_cap = tokenizer_type, vocab_size, vocab_cap
         self.cache_dir, self.num_proc, self.tokenize_chinese_chars = cache_dir, num_proc, tokenize_chinese_chars
         self.zero_digits, self.vocab_min_count = zero_digits, vocab_min_count
-        self._row_stores: dict[tuple[str, str], RowStore] = {}  # by split and path, once opened in this process
+        self._row_stores: dict[tuple[str, str], Store] = {}  # by split and path, once opened in this process
 
     def train_run_tokenizer(
         self, files: list[Path], field: str | None = None, encoding: str | None = None, extra_ids: int = 0
@@ -115,7 +115,7 @@ class TextDataModule(TaskDataModule):
         self.stores(self.trainer_stage())
 
     def read_stored_splits(
-        self, stage: str, view: Callable[[str, str, RowStore], Any], into: MutableMapping[str, Any] | None = None
+        self, stage: str, view: Callable[[str, str, Store], Any], into: MutableMapping[str, Any] | None = None
     ) -> None:
         """`read_splits` over the stage's row stores into `into` (the datasets by default): `view(split, path,
         store)` gives the rows of a split."""
@@ -128,21 +128,20 @@ class TextDataModule(TaskDataModule):
 
         self.read_splits(stage, self.datasets if into is None else into, read)
 
-    def split_store(self, split: str, path: str) -> RowStore:
+    def split_store(self, split: str, path: str) -> Store:
         """The row store of one split's files (opened once per process)."""
         if (split, path) not in self._row_stores:
             files = self.store_files(split, path)
             build_here = self.trainer is None or self.trainer.local_rank == 0
             options = {"task": self.store_name, **self.row_options(split)}
-            self._row_stores[split, path] = row_store(
+            self._row_stores[split, path] = prepare_store(
                 f"{self.store_name}-{split}",
-                files,
-                self.tokenizer,
-                options,
+                store_key(files, self.tokenizer, options),
                 lambda scratch: self.build_rows(split, path, scratch),
                 self.cache_dir,
                 build_here,
-                id_columns=self.token_columns,
+                len(self.tokenizer) if self.tokenizer is not None else None,
+                self.token_columns,
             )
         return self._row_stores[split, path]
 
