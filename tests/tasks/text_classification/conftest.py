@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_runner import DATA_SEED, TEST_SEED, config_runner
+from tests.cli_runner import TINY_ARCH, config_runner, tiny_run_config
 
 # one keyword decides the label: a learnable fixture for any backbone
 WORDS = {
@@ -70,59 +70,59 @@ def tiny_config(root: Path, model: dict | None = None, **data: object) -> dict:
     through the product of two projections that starts near zero (at lr 5e-3 for 12 epochs, 5 seeds in 5 ended at
     0.33-0.67); at lr 1e-2 for 6 epochs mean pooling (1 seed in 12) and multi-label (3 in 5) ended at 0.63-0.8.
     """
+    model = {
+        "arch": {**TINY_ARCH, "init_std": 0.1},
+        "optim": {"lr": 3e-3, "warmup_steps": 30, "schedule": "constant", "weight_decay": 0.0},
+        "pooler": False,
+        **(model or {}),
+    }
+    data = {"tokenizer_type": "bpe", "vocab_size": 320, "batch_size": 16, "max_length": 48, **data}
+    return tiny_run_config(
+        root,
+        "tasks.text_classification.module.TextClassification",
+        "tasks.text_classification.data.TextClassificationData",
+        model,
+        data,
+        max_epochs=10,
+    )
+
+
+def write_splits(root: Path) -> dict[str, Path]:
+    """Train / val / test CSVs of the keyword fixture under `root`."""
     return {
-        "seed_everything": TEST_SEED,
-        "trainer": {
-            "default_root_dir": str(root),
-            "max_epochs": 10,
-            "log_every_n_steps": 1,
-            "enable_progress_bar": False,
-            "enable_model_summary": False,
-            "accelerator": "cpu",
-            "devices": 1,
-        },
-        "model": {
-            "class_path": "tasks.text_classification.module.TextClassification",
-            "init_args": {
-                "arch": {
-                    "d_model": 32,
-                    "n_heads": 2,
-                    "n_layers": 2,
-                    "d_ff": 64,
-                    "max_len": 64,
-                    "dropout": 0.0,
-                    "init_std": 0.1,
-                },
-                "optim": {"lr": 3e-3, "warmup_steps": 30, "schedule": "constant", "weight_decay": 0.0},
-                "pooler": False,
-                **(model or {}),
-            },
-        },
-        "data": {
-            "class_path": "tasks.text_classification.data.TextClassificationData",
-            "init_args": {
-                "tokenizer_type": "bpe",
-                "vocab_size": 320,
-                "batch_size": 16,
-                "max_length": 48,
-                "seed": DATA_SEED,
-                **data,
-            },
-        },
-        "run": {"wandb": "disabled"},
+        name: write_csv(root / f"{name}.csv", labelled_rows(n, seed))
+        for name, n, seed in (("train", 240, 0), ("val", 60, 1), ("test", 60, 2))
     }
 
 
 @pytest.fixture
 def splits(tmp_path: Path) -> dict[str, Path]:
     """Train / val / test CSVs of the keyword fixture."""
-    return {
-        name: write_csv(tmp_path / f"{name}.csv", labelled_rows(n, seed))
-        for name, n, seed in (("train", 240, 0), ("val", 60, 1), ("test", 60, 2))
-    }
+    return write_splits(tmp_path)
 
 
 @pytest.fixture
 def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
     """Write a tiny config (model and data overrides) and run `tetraformer SUBCOMMAND -c it ARGS...`."""
     return config_runner(tmp_path, monkeypatch, tiny_config)
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path]]:
+    """(run dir, split files) of the reference run a test file's run properties share: the tiny classifier's config
+    for 4 steps, validated at steps 2 and 4, its last checkpoint written, predicting its top label only (top_k 1)."""
+    root = tmp_path_factory.mktemp("classifier_reference")
+    files = write_splits(root)
+    budget = ("--trainer.max_steps", "4", "--trainer.val_check_interval", "2")
+    with pytest.MonkeyPatch.context() as patch:
+        run = config_runner(root, patch, tiny_config)(
+            "fit",
+            *budget,
+            "--trainer.check_val_every_n_epoch",
+            "null",
+            "--model.top_k",
+            "1",
+            train_path=str(files["train"]),
+            val_path=str(files["val"]),
+        )
+    return run, files

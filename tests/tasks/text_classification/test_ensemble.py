@@ -12,10 +12,12 @@ import torch
 
 from tasks.text_classification.module import TextClassification
 from tests.cli_runner import last_metrics
-from tests.tasks.text_classification.conftest import multi_label_rows, write_jsonl
+from tests.tasks.text_classification.conftest import labelled_rows, multi_label_rows, write_csv, write_jsonl
 from tetraformer.core.ensemble import Ensemble
 from tetraformer.errors import ConfigError
 from tetraformer.training.checkpointing.loading import load_task_module
+
+SPLITS = (("train", 240, 0), ("val", 60, 1))  # the fixture's training and validation rows: name, count, seed
 
 
 def batch(module: TextClassification, labels: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -37,20 +39,20 @@ def members_alone(module: TextClassification, inputs: dict[str, torch.Tensor]) -
     return [member(inputs["input_ids"], **kw) for member in module.net.members]
 
 
-@pytest.mark.learning
-def test_an_ensemble_learns_and_pools_its_members(
-    run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path
-) -> None:
-    """Two classifiers from their own weights learn the keyword fixture; the loss is the mean of their losses and
-    the scores the metrics and predictions see are the mean of their log-probabilities."""
-    run = run_cli(
-        "fit",
-        model={"ensemble": 2},
-        train_path=str(splits["train"]),
-        val_path=str(splits["val"]),
-    )
-    metrics = last_metrics(run)
-    assert metrics["val/acc"] > 0.8 and metrics["val/f1_macro"] > 0.75, metrics
+def fit_ensemble(run_cli: Callable[..., Path], tmp_path: Path, multi_label: bool, *args: str) -> Path:
+    """A fit of two classifiers on the keyword fixture (its multi-label rows with `multi_label`); its run dir."""
+    if multi_label:
+        train, val = (write_jsonl(tmp_path / f"{n}.jsonl", multi_label_rows(k, s)) for n, k, s in SPLITS)
+        data = {"label_field": "labels", "multi_label": True}
+    else:
+        train, val = (write_csv(tmp_path / f"{n}.csv", labelled_rows(k, s)) for n, k, s in SPLITS)
+        data = {}
+    return run_cli("fit", *args, model={"ensemble": 2}, train_path=str(train), val_path=str(val), **data)
+
+
+def assert_pools_log_probabilities(run: Path) -> None:
+    """The run's checkpoint holds two classifiers from their own initial weights; the loss is the mean of their
+    losses and the scores the metrics and predictions see are the mean of their log-probabilities."""
     module = load_task_module(run / "checkpoints" / "last.ckpt")
     assert isinstance(module.net, Ensemble) and len(module.net.members) == 2
     first, second = (m.backbone.embed.tokens.weight for m in module.net.members)
@@ -66,25 +68,39 @@ def test_an_ensemble_learns_and_pools_its_members(
     torch.testing.assert_close(out["loss"], torch.stack(losses).mean())
 
 
-@pytest.mark.learning
-def test_a_multi_label_ensemble_pools_probabilities(run_cli: Callable[..., Path], tmp_path: Path) -> None:
-    """Multi-label: the ensemble learns, and a label's probability is the mean of the members' probabilities."""
-    run = run_cli(
-        "fit",
-        model={"ensemble": 2},
-        train_path=str(write_jsonl(tmp_path / "train.jsonl", multi_label_rows(240, 0))),
-        val_path=str(write_jsonl(tmp_path / "val.jsonl", multi_label_rows(60, 1))),
-        label_field="labels",
-        multi_label=True,
-    )
-    metrics = last_metrics(run)
-    assert metrics["val/f1_micro"] > 0.8, metrics
+def assert_pools_probabilities(run: Path) -> None:
+    """Multi-label: a label's probability is the mean of the members' probabilities."""
     module = load_task_module(run / "checkpoints" / "last.ckpt")
     inputs = batch(module, torch.tensor([[1, 0, 0], [0, 1, 1], [1, 1, 0], [0, 0, 1]]))
     with torch.no_grad():
         alone = members_alone(module, inputs)
         out = module.compute(inputs, "val")
     torch.testing.assert_close(out["preds"], torch.stack([logits.sigmoid() for logits in alone]).mean(0))
+
+
+@pytest.mark.parametrize("multi_label", [False, True])
+def test_an_ensemble_pools_its_members(run_cli: Callable[..., Path], tmp_path: Path, multi_label: bool) -> None:
+    """After two steps, the ensemble's scores pool its members: log-probabilities, or label probabilities."""
+    run = fit_ensemble(run_cli, tmp_path, multi_label, "--trainer.max_steps", "2")
+    (assert_pools_probabilities if multi_label else assert_pools_log_probabilities)(run)
+
+
+@pytest.mark.learning
+def test_an_ensemble_learns_and_pools_its_members(run_cli: Callable[..., Path], tmp_path: Path) -> None:
+    """Two classifiers from their own weights learn the keyword fixture, pooling their log-probabilities."""
+    run = fit_ensemble(run_cli, tmp_path, multi_label=False)
+    metrics = last_metrics(run)
+    assert metrics["val/acc"] > 0.8 and metrics["val/f1_macro"] > 0.75, metrics
+    assert_pools_log_probabilities(run)
+
+
+@pytest.mark.learning
+def test_a_multi_label_ensemble_pools_probabilities(run_cli: Callable[..., Path], tmp_path: Path) -> None:
+    """Multi-label: the ensemble learns, and a label's probability is the mean of the members' probabilities."""
+    run = fit_ensemble(run_cli, tmp_path, multi_label=True)
+    metrics = last_metrics(run)
+    assert metrics["val/f1_micro"] > 0.8, metrics
+    assert_pools_probabilities(run)
 
 
 @pytest.mark.parametrize("clash", [{"init_from": "base.ckpt"}, {"lora": {"rank": 4, "save": "merged"}}])

@@ -74,8 +74,8 @@ def test_export_round_trips_logits_and_labels(
     """transformers' BertForSequenceClassification on the exported directory gives our logits and label names."""
     run = run_cli(
         "fit",
-        "--trainer.max_epochs",
-        "1",
+        "--trainer.max_steps",
+        "2",
         model={"arch": BERT_ARCH, "pooler": True, "pooling": "cls"},
         train_path=str(splits["train"]),
         val_path=str(splits["val"]),

@@ -1,48 +1,34 @@
-"""The label vocabulary survives the checkpoint; `predict` needs only the checkpoint and keeps other fields."""
+"""The reference run's checkpoint alone: the label vocabulary survives it, `predict` keeps the input's other fields
+and the checkpoint's top_k, `test` writes the per-class report and confusion matrix, an unknown label names its row."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+import csv
 from pathlib import Path
 
-from tests.tasks.text_classification.conftest import labelled_rows, write_jsonl
-from tetraformer.cli import main
+import pytest
+
+from tests.cli_runner import checkpoint_command, last_metrics, predictions
+from tests.tasks.text_classification.conftest import labelled_rows, write_csv, write_jsonl
 from tetraformer.training.checkpointing.loading import load_task_module
 
+Run = tuple[Path, dict[str, Path]]
 
-def test_predict_from_checkpoint_alone(run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path) -> None:
-    """Predictions carry the input's fields, a known label and top-k (--model.top_k 2) probabilities summing to <= 1."""
-    run = run_cli(
-        "fit",
-        "--trainer.max_epochs",
-        "2",
-        "--model.top_k",
-        "1",
-        train_path=str(splits["train"]),
-        val_path=str(splits["val"]),
-    )
-    ckpt = run / "checkpoints" / "last.ckpt"
+
+def test_the_run_validates_accuracy_and_macro_f1(trained_run: Run) -> None:
+    """Validation logs accuracy and macro-F1, each a fraction."""
+    metrics = last_metrics(trained_run[0])
+    assert 0.0 <= metrics["val/acc"] <= 1.0 and 0.0 <= metrics["val/f1_macro"] <= 1.0, metrics
+
+
+def test_predict_from_checkpoint_alone(trained_run: Run, tmp_path: Path) -> None:
+    """Predictions carry the input's fields, a known label and top-k (--model.top_k 2) probabilities summing to <= 1;
+    without the option, the checkpoint's top_k (1)."""
+    ckpt = trained_run[0] / "checkpoints" / "last.ckpt"
     assert load_task_module(ckpt).vocabulary.names == ["food", "money", "sport"]
     rows = [{k: v for k, v in r.items() if k != "label"} | {"source": "web"} for r in labelled_rows(5, 9)]
     predict_file = write_jsonl(tmp_path / "predict.jsonl", rows)
-    main(
-        [
-            "predict",
-            "--ckpt_path",
-            str(ckpt),
-            "--data.predict_path",
-            str(predict_file),
-            "--model.top_k",
-            "2",
-            "--run.wandb",
-            "disabled",
-            "--trainer.default_root_dir",
-            str(tmp_path / "p"),
-        ]
-    )
-    written = tmp_path / "p" / "eval" / "predict-1" / "predictions.jsonl"
-    out = [json.loads(line) for line in written.read_text().splitlines()]
+    out = predictions(ckpt, predict_file, tmp_path / "p", "--model.top_k", "2")
     assert [o["id"] for o in out] == [r["id"] for r in rows] and all(o["source"] == "web" for o in out)
     for record in out:
         assert record["predicted"] in ("food", "money", "sport")
@@ -50,19 +36,29 @@ def test_predict_from_checkpoint_alone(run_cli: Callable[..., Path], splits: dic
             len(record["probabilities"]) == 2 and sum(record["probabilities"].values()) <= 1.0 + 1e-5
         )  # six-decimal rounding
         assert record["predicted"] == max(record["probabilities"], key=record["probabilities"].get)
-    main(
-        [
-            "predict",
-            "--ckpt_path",
-            str(ckpt),
-            "--data.predict_path",
-            str(predict_file),
-            "--run.wandb",
-            "disabled",
-            "--trainer.default_root_dir",
-            str(tmp_path / "q"),
-        ]
-    )
-    written = tmp_path / "q" / "eval" / "predict-1" / "predictions.jsonl"
-    stored = [json.loads(line) for line in written.read_text().splitlines()]
+    stored = predictions(ckpt, predict_file, tmp_path / "q")
     assert all(len(o["probabilities"]) == 1 for o in stored)  # the checkpoint's top_k, unless the command sets one
+
+
+def test_test_stage_writes_per_class_report_and_confusion(trained_run: Run, tmp_path: Path) -> None:
+    """`test` from the checkpoint alone reports accuracy, macro-F1, per-class P/R/F1 and a confusion matrix."""
+    run, files = trained_run
+    ckpt = run / "checkpoints" / "last.ckpt"
+    tested = checkpoint_command("test", ckpt, tmp_path / "t", "--data.test_path", str(files["test"]))
+    assert {"test/acc", "test/f1_macro"} <= set(last_metrics(tmp_path / "t", "test"))
+    with (tested / "reports" / "test_per_class.csv").open(encoding="utf-8") as f:
+        labels = [row[0] for row in csv.reader(f)][1:]
+    assert labels[:3] == ["food", "money", "sport"]
+    assert (tested / "reports" / "test_confusion.png").is_file()
+
+
+def test_unseen_test_label_from_checkpoint(
+    trained_run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A test label the checkpoint's vocabulary lacks is an error at its row, listing the known labels."""
+    bad = write_csv(tmp_path / "bad_test.csv", [{"text": "goal", "label": "sport"}, {"text": "x", "label": "art"}])
+    with pytest.raises(SystemExit):
+        checkpoint_command(
+            "test", trained_run[0] / "checkpoints" / "last.ckpt", tmp_path / "t", "--data.test_path", str(bad)
+        )
+    assert "bad_test.csv:3: unknown label 'art'; known labels: 'food', 'money', 'sport'\n" in capsys.readouterr().err
