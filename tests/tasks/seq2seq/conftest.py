@@ -1,4 +1,5 @@
-"""Fixtures for seq2seq runs through the `tetraformer` CLI, in-process: reversal pairs and tiny configs."""
+"""Fixtures for seq2seq runs through the `tetraformer` CLI, in-process: reversal pairs, tiny configs and the
+module-scoped reference run whose artifacts carry the properties of an ordinary fit."""
 
 from __future__ import annotations
 
@@ -8,10 +9,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
+import yaml
+from torch import nn
+from transformers import T5ForConditionalGeneration
 
-from tests.cli_runner import DATA_SEED, TEST_SEED, config_runner
+from tests.cli_runner import config_runner, tiny_run_config
+from tetraformer.cli import main
 
 ALPHABET = "abcdefgh"
+GENERATION_METRICS = ["bleu", "chrf", "rouge1", "rouge2", "rougeL"]
 
 # the two ready architectures at test size: T5-style and the 2017 paper's
 ARCHS = {
@@ -49,43 +56,23 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 def tiny_config(root: Path, arch: str = "t5", model: dict | None = None, **data: object) -> dict:
     """A char-level encoder-decoder small enough to train in seconds on 2 cores."""
-    return {
-        "seed_everything": TEST_SEED,
-        "trainer": {
-            "default_root_dir": str(root),
-            "max_steps": 20,
-            "val_check_interval": 10,
-            "check_val_every_n_epoch": None,
-            "log_every_n_steps": 1,
-            "enable_progress_bar": False,
-            "enable_model_summary": False,
-            "accelerator": "cpu",
-            "devices": 1,
+    arch_options = {"d_model": 64, "n_heads": 4, "n_layers": 2, "n_decoder_layers": 2, "d_ff": 128, "max_len": 32}
+    return tiny_run_config(
+        root,
+        "tasks.seq2seq.module.Seq2Seq",
+        "tasks.seq2seq.data.Seq2SeqData",
+        {
+            "arch": {**arch_options, **ARCHS[arch]},
+            "optim": {"lr": 3e-3, "warmup_steps": 10, "schedule": "constant", "weight_decay": 0.0},
+            "generation": {"max_new_tokens": 10, "do_sample": False, "num_beams": 1},
+            "val_generate_batches": 1,
+            **(model or {}),
         },
-        "model": {
-            "class_path": "tasks.seq2seq.module.Seq2Seq",
-            "init_args": {
-                "arch": {
-                    "d_model": 64,
-                    "n_heads": 4,
-                    "n_layers": 2,
-                    "n_decoder_layers": 2,
-                    "d_ff": 128,
-                    "max_len": 32,
-                    **ARCHS[arch],
-                },
-                "optim": {"lr": 3e-3, "warmup_steps": 10, "schedule": "constant", "weight_decay": 0.0},
-                "generation": {"max_new_tokens": 10, "do_sample": False, "num_beams": 1},
-                "val_generate_batches": 1,
-                **(model or {}),
-            },
-        },
-        "data": {
-            "class_path": "tasks.seq2seq.data.Seq2SeqData",
-            "init_args": {"tokenizer_type": "char", "vocab_size": 100, "batch_size": 32, "seed": DATA_SEED, **data},
-        },
-        "run": {"wandb": "disabled"},
-    }
+        {"tokenizer_type": "char", "vocab_size": 100, "batch_size": 32, **data},
+        max_steps=20,
+        val_check_interval=10,
+        check_val_every_n_epoch=None,
+    )
 
 
 @pytest.fixture
@@ -98,3 +85,30 @@ def pairs_file(tmp_path: Path) -> Path:
 def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
     """Write a tiny config and run `tetraformer SUBCOMMAND -c it ARGS...`; returns the run dir."""
     return config_runner(tmp_path, monkeypatch, tiny_config)
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reference run, once per test file: 20 steps on 400 reversal pairs, validated (with generation metrics)
+    every 10, the best checkpoint by val/bleu (max), an offline W&B run; its run directory."""
+    tmp = tmp_path_factory.mktemp("seq2seq-reference")
+    pairs = write_jsonl(tmp / "pairs.jsonl", reversal_pairs(400))
+    config = tiny_config(tmp / "run", model={"metrics": GENERATION_METRICS}, train_path=str(pairs))
+    config["run"] = {"wandb": "auto", "monitor": "val/bleu", "monitor_mode": "max"}
+    (tmp / "fit.yaml").write_text(yaml.safe_dump(config))
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("WANDB_API_KEY", raising=False)
+        env.setenv("WANDB_MODE", "offline")
+        env.setenv("WANDB_SILENT", "true")
+        main(["fit", "-c", str(tmp / "fit.yaml")])
+    return tmp / "run"
+
+
+def assert_hf_logits_equal(module: nn.Module, exported: Path, batch: dict, decoder: torch.Tensor) -> torch.Tensor:
+    """Our logits for a batch equal those of the exported HF T5; returns ours."""
+    hf = T5ForConditionalGeneration.from_pretrained(exported).eval()
+    with torch.no_grad():
+        ours = module.net(batch["input_ids"], decoder, batch["attention_mask"].bool())
+        theirs = hf(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], decoder_input_ids=decoder)
+    torch.testing.assert_close(ours, theirs.logits, atol=1e-4, rtol=1e-4)
+    return ours
