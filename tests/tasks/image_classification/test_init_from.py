@@ -1,4 +1,5 @@
-"""init_from a tiny random Hugging Face ViT at another image size and channel count, then fine-tune; top-5."""
+"""init_from a tiny random Hugging Face ViT at another image size and channel count (as the module builds it, then a
+fine-tune through the CLI); top-5."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import transformers
 
 from tasks.image_classification.module import ImageClassification
 from tests.cli_runner import last_metrics
+from tests.data.quadrant_images import QUADRANTS
 from tetraformer.core import resize_position_grid
 from tetraformer.data import LabelVocabulary
 from tetraformer.data.spec import DataSpec, ImageSpec
@@ -36,25 +38,15 @@ def hf_vit(out: Path, num_labels: int) -> Path:
     return out
 
 
-def test_init_from_hf_vit_at_another_size_then_fine_tune(
-    run_cli: Callable[..., Path], folders: dict[str, Path], tmp_path: Path
-) -> None:
+def test_init_from_hf_vit_at_another_size(tmp_path: Path) -> None:
     """16-pixel gray data from a 32-pixel RGB ViT with 7 labels: positions resized, projection summed to 1
-    channel, a new 4-class head; before training (lr 0) the encoder is HF's; then 5 steps fine-tune it."""
+    channel, a new 4-class head; the encoder is HF's."""
     source = hf_vit(tmp_path / "hf", num_labels=7)
     hf = transformers.ViTForImageClassification.from_pretrained(source)
-    run = run_cli(
-        "fit",
-        "--model.init_from",
-        str(source),
-        "--trainer.max_steps",
-        "1",
-        "--model.optim.lr",
-        "0",
-        train_path=str(folders["train"]),
-        val_path=str(folders["val"]),
-    )
-    net = load_task_module(run / "checkpoints" / "last.ckpt").net
+    module = ImageClassification(init_from=str(source))
+    module.use_spec(DataSpec(labels=LabelVocabulary(list(QUADRANTS)), image=ImageSpec(16, 1, (0.5,), (0.5,))))
+    module.configure_model()
+    net = module.net
     assert net.cfg.image_size == 16 and net.cfg.n_channels == 1 and net.head.classifier.out_features == 4
     theirs = hf.vit.embeddings
     assert torch.allclose(
@@ -66,17 +58,29 @@ def test_init_from_hf_vit_at_another_size_then_fine_tune(
     for ours, layer in zip(net.backbone.encoder.layers, hf.vit.layers, strict=True):  # transformers 5 names
         assert torch.equal(ours.ffn.up.weight, layer.mlp.fc1.weight)
         assert torch.equal(ours.ffn.down.weight, layer.mlp.fc2.weight)
+
+
+def test_fine_tune_from_hf_vit_at_another_size(
+    run_cli: Callable[..., Path], folders: dict[str, Path], tmp_path: Path
+) -> None:
+    """Through the CLI, the data's size and channels and its 4 classes shape the network init_from builds; 5 steps
+    fine-tune HF's encoder."""
+    source = hf_vit(tmp_path / "hf", num_labels=7)
+    hf = transformers.ViTForImageClassification.from_pretrained(source)
     tuned = run_cli(
         "fit",
         "--model.init_from",
         str(source),
         "--trainer.max_steps",
         "5",
-        root=tmp_path / "tuned",
+        "--trainer.limit_val_batches",
+        "0",
         train_path=str(folders["train"]),
         val_path=str(folders["val"]),
     )
     tuned_net = load_task_module(tuned / "checkpoints" / "last.ckpt").net
+    cfg = tuned_net.cfg
+    assert cfg.image_size == 16 and cfg.n_channels == 1 and tuned_net.head.classifier.out_features == 4
     assert not torch.equal(tuned_net.backbone.encoder.layers[0].ffn.up.weight, hf.vit.layers[0].mlp.fc1.weight)
     assert np.isfinite(last_metrics(tuned, "train")["train/loss"])
 
@@ -90,7 +94,9 @@ def test_top5_accuracy_with_more_than_five_classes(run_cli: Callable[..., Path],
         row, col = divmod(int(cls), 4)
         x[i, row * 8 : row * 8 + 8, col * 4 : col * 4 + 4] += 150
     np.savez(tmp_path / "cells.npz", x=x, y=y)
-    run = run_cli("fit", "--trainer.max_epochs", "2", train_path=str(tmp_path / "cells.npz"), val_fraction=0.25)
+    one_epoch = ["--trainer.max_epochs", "1", "--trainer.limit_train_batches", "2"]  # validated at its end
+    cells = str(tmp_path / "cells.npz")
+    run = run_cli("fit", *one_epoch, "--trainer.num_sanity_val_steps", "0", train_path=cells, val_fraction=0.25)
     metrics = last_metrics(run)
     assert metrics["val/top5_acc"] >= metrics["val/acc"]
 
