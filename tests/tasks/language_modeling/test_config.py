@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
-from tests.tasks.language_modeling.conftest import tiny_config
+from tests.tasks.language_modeling.conftest import reference_data, tiny_config
 from tetraformer.cli import main
 
 DATA_BASE = {
@@ -62,13 +61,14 @@ def test_help_lists_base_options(
     assert all(f"--{section}.{name} " in text for name in options), text
 
 
-def test_checkpoint_hyperparameters_hold_base_options(run_cli: Callable[..., Path], text_file: Path) -> None:
+def test_checkpoint_hyperparameters_hold_base_options(trained_run: Path) -> None:
     """save_hyperparameters records the base options too, so `test --ckpt_path` can rebuild the config."""
-    run = run_cli(
-        "fit", "--trainer.max_steps", "2", "--data.val_fraction", "0.25", train_path=str(text_file), documents="line"
-    )
-    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    ckpt = torch.load(trained_run / "checkpoints" / "last.ckpt", weights_only=True)
     data, model = ckpt["datamodule_hyper_parameters"], ckpt["hyper_parameters"]
     assert set(data) >= DATA_BASE and set(model) >= MODEL_BASE
-    assert (data["val_fraction"], data["batch_size"], data["train_path"]) == (0.25, 8, str(text_file))
-    assert model["arch"]["d_model"] == 64 and model["optim"]["lr"] == 3e-3
+    assert (data["val_fraction"], data["batch_size"], data["train_path"]) == (
+        0.2,
+        8,
+        reference_data(trained_run)["train_path"],
+    )
+    assert model["arch"]["d_model"] == 64 and model["arch"]["d_ff"] == 96 and model["optim"]["lr"] == 3e-3

@@ -77,38 +77,48 @@ def test_val_check_interval_beyond_an_epoch(
 
 
 @pytest.mark.parametrize(
-    ("name", "content", "expected"),
+    ("name", "content", "options", "expected"),
     [
-        ("latin1.txt", b"good line\nbad \xff byte\n", "latin1.txt:2: cannot decode byte 0xff"),
+        ("missing.txt", None, {}, "missing.txt"),
+        ("empty.txt", b"", {}, "empty.txt"),
+        ("latin1.txt", b"good line\nbad \xff byte\n", {}, "latin1.txt:2: cannot decode byte 0xff"),
         (
             "bad.jsonl",
             b'{"text": "ok"}\n{"text": oops}\n',
+            {},
             "bad.jsonl:2: line is not valid JSON: expecting value at column 10",
         ),
         (  # cut off after column 37: the error is at column 38 of line 2 (not column 1 of a line 3), CRLF or not
             "cut.jsonl",
             b'{"text": "ok"}\r\n{"text": "bank price today", "label":\r\n{"text": "ok"}\r\n',
+            {},
             "cut.jsonl:2: line is not valid JSON: expecting value at column 38 (the line ends there: a JSON lines",
         ),
+        ("nofield.jsonl", b'{"text": "ok"}\n{"body": "x"}\n', {}, "nofield.jsonl:2"),
+        ("field.jsonl", b'{"body": "x"}\n', {"text_field": "content"}, "content"),
     ],
 )
-def test_data_errors_speak_cli(
+def test_bad_input_is_one_line_naming_file_and_line(
     name: str,
-    content: bytes,
+    content: bytes | None,
+    options: dict,
     expected: str,
     run_cli: Callable[..., Path],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The decode hint names --data.encoding; a JSON error names its line and column in the file, not a cut-off
-    phrase."""
+    """Each bad input stops the CLI (exit code 2) with one error line, the last, naming the file (and line); a
+    decode error names --data.encoding, a JSON error its line and column in the file, not a cut-off phrase."""
     path = tmp_path / name
-    path.write_bytes(content)
-    with pytest.raises(SystemExit):
-        run_cli("fit", "--trainer.fast_dev_run", "1", train_path=str(path), documents="line")
-    line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert expected in line
-    assert "encoding=" not in line and ("--data.encoding latin-1" in line) == name.endswith(".txt")
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("fit", "--trainer.fast_dev_run", "1", train_path=str(path), documents="line", **options)
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    (line,) = [line for line in lines if line.startswith("error:")]
+    assert line == lines[-1] and expected in line
+    assert "encoding=" not in line and ("--data.encoding latin-1" in line) == (name == "latin1.txt")
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,8 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from tasks.language_modeling.data import LanguageModelingData
 from tests.cli_runner import TEST_SEED
-from tests.tasks.language_modeling.test_cli import validation_loss
+from tests.tasks.language_modeling.conftest import hf_validation_loss, validation_loss
 from tetraformer.cli import main
 from tetraformer.cli.commands import convert_command
 from tetraformer.data import train_tokenizer
@@ -39,33 +38,28 @@ def hf_gpt2(tmp_path: Path, text_file: Path) -> Path:
     return out
 
 
-def hf_validation_loss(model_dir: Path, text_file: Path) -> float:
-    """transformers' own mean next-token loss over the blocks the datamodule builds for validation."""
-    data = LanguageModelingData(val_path=str(text_file), tokenizer=str(model_dir), block_size=16, documents="line")
-    data.setup("validate")
-    val = data.datasets["val"]
-    blocks = torch.stack([val[i] for i in range(len(val))])
-    model = GPT2LMHeadModel.from_pretrained(model_dir).eval()
-    with torch.no_grad():
-        logits = model(input_ids=blocks[:, :-1]).logits
-    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), blocks[:, 1:].flatten()).item()
+def imported(run_cli: Callable[..., Path], hf_gpt2: Path, text_file: Path, root: Path) -> tuple[Path, dict]:
+    """`validate --model.init_from HF_DIR` of the fixture text into `root`: (its run dir, the data options)."""
+    data = {"train_path": str(text_file), "val_path": str(text_file), "documents": "line", "tokenizer": str(hf_gpt2)}
+    return run_cli("validate", "--model.init_from", str(hf_gpt2), root=root, **data), data
 
 
-@pytest.mark.learning
 def test_first_validation_equals_imported_model(
     run_cli: Callable[..., Path], hf_gpt2: Path, text_file: Path, tmp_path: Path
 ) -> None:
-    """`--model.init_from HF_DIR` validates to the imported model's own loss, then fine-tunes."""
-    data = {
-        "train_path": str(text_file),
-        "val_path": str(text_file),
-        "documents": "line",
-        "tokenizer": str(hf_gpt2),
-    }
-    imported = run_cli("validate", "--model.init_from", str(hf_gpt2), root=tmp_path / "v", **data)
-    assert validation_loss(imported) == pytest.approx(hf_validation_loss(hf_gpt2, text_file), rel=1e-5)
+    """`--model.init_from HF_DIR` validates to the imported model's own loss (transformers' on the same blocks)."""
+    run, _ = imported(run_cli, hf_gpt2, text_file, tmp_path / "v")
+    assert validation_loss(run) == pytest.approx(hf_validation_loss(hf_gpt2, text_file), rel=1e-5)
+
+
+@pytest.mark.learning
+def test_fine_tuning_lowers_the_imported_loss(
+    run_cli: Callable[..., Path], hf_gpt2: Path, text_file: Path, tmp_path: Path
+) -> None:
+    """A fit from `--model.init_from HF_DIR` validates below the imported model."""
+    start, data = imported(run_cli, hf_gpt2, text_file, tmp_path / "v")
     tuned = run_cli("fit", "--model.init_from", str(hf_gpt2), "--trainer.max_steps", "30", root=tmp_path / "f", **data)
-    assert validation_loss(tuned) < validation_loss(imported)
+    assert validation_loss(tuned) < validation_loss(start)
 
 
 def test_convert_both_ways(
@@ -99,11 +93,8 @@ def test_convert_both_ways(
     assert (out / "tokenizer.json").is_file()
 
 
-def test_convert_refuses_what_no_family_can_express(
-    run_cli: Callable[..., Path], text_file: Path, tmp_path: Path
-) -> None:
+def test_convert_refuses_what_no_family_can_express(trained_run: Path, tmp_path: Path) -> None:
     """A rotary-position GPT with LayerNorm and GELU is neither GPT-2 nor a Llama: to-hf says which fields differ
     instead of writing a wrong model."""
-    run = run_cli("fit", "--trainer.fast_dev_run", "1", train_path=str(text_file), documents="line")
     with pytest.raises(InteropError, match=r"cannot export as Llama.*'norm': 'layernorm'"):
-        convert_command(["to-hf", str(run / "checkpoints" / "last.ckpt"), str(tmp_path / "x")])
+        convert_command(["to-hf", str(trained_run / "checkpoints" / "last.ckpt"), str(tmp_path / "x")])

@@ -9,9 +9,8 @@ import pytest
 import torch
 import transformers
 
-from tasks.language_modeling.data import LanguageModelingData
 from tests.cli_runner import TEST_SEED
-from tests.tasks.language_modeling.test_cli import validation_loss
+from tests.tasks.language_modeling.conftest import hf_validation_loss, validation_loss
 from tetraformer.cli import main
 from tetraformer.data import train_tokenizer
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
@@ -63,18 +62,6 @@ def test_save_hf_carries_the_generation_config(text_file: Path, tmp_path: Path) 
     out = save_hf(load_hf(src), tmp_path / "out")
     assert transformers.GenerationConfig.from_pretrained(out).max_new_tokens == 7
     assert (out / "tokenizer.json").is_file()
-
-
-def hf_validation_loss(model_dir: Path, text_file: Path, architecture: str) -> float:
-    """transformers' own mean next-token loss over the blocks the datamodule builds for validation."""
-    data = LanguageModelingData(val_path=str(text_file), tokenizer=str(model_dir), block_size=16, documents="line")
-    data.setup("validate")
-    val = data.datasets["val"]
-    blocks = torch.stack([val[i] for i in range(len(val))])
-    model = getattr(transformers, architecture).from_pretrained(model_dir).eval()
-    with torch.no_grad():
-        logits = model(input_ids=blocks[:, :-1]).logits
-    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), blocks[:, 1:].flatten()).item()
 
 
 def test_init_from_hf_dir_validates_to_the_imported_loss(
