@@ -8,51 +8,26 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-import yaml
 
-from tests.cli_runner import DATA_SEED, TEST_SEED, config_runner
-from tetraformer.cli import main
+from tests.cli_runner import TEST_SEED, config_runner, tiny_run_config
 from tetraformer.data import train_tokenizer
 
 CHATS = Path(__file__).parents[3] / "configs" / "instruction_tuning" / "chat_tiny.jsonl"
+INSTRUCTION_TUNING = "tasks.instruction_tuning.module.InstructionTuning"
 
 
 def tiny_config(root: Path, **data: object) -> dict:
     """A config for a very small chat model (rotary, packed batches) that trains in seconds on 2 cores."""
-    return {
-        "seed_everything": TEST_SEED,
-        "trainer": {
-            "default_root_dir": str(root),
-            "max_steps": 6,
-            "val_check_interval": 3,
-            "check_val_every_n_epoch": None,
-            "log_every_n_steps": 1,
-            "enable_progress_bar": False,
-            "enable_model_summary": False,
-            "accelerator": "cpu",
-            "devices": 1,
-        },
-        "model": {
-            "class_path": "tasks.instruction_tuning.module.InstructionTuning",
-            "init_args": {
-                "arch": {"d_model": 32, "n_heads": 2, "n_layers": 2, "d_ff": 64, "max_len": 96, "position": "rotary"},
-                "optim": {"lr": 3e-3, "warmup_steps": 2, "schedule": "constant", "weight_decay": 0.0},
-                "generation": {"max_new_tokens": 6, "do_sample": False},
-            },
-        },
-        "data": {
-            "class_path": "tasks.instruction_tuning.data.InstructionTuningData",
-            "init_args": {
-                "train_path": str(CHATS),
-                "vocab_size": 300,
-                "max_length": 96,
-                "batch_size": 4,
-                "seed": DATA_SEED,
-                **data,
-            },
-        },
-        "run": {"wandb": "disabled"},
+    model = {
+        "arch": {"d_model": 32, "n_heads": 2, "n_layers": 2, "d_ff": 64, "max_len": 96, "position": "rotary"},
+        "optim": {"lr": 3e-3, "warmup_steps": 2, "schedule": "constant", "weight_decay": 0.0},
+        "generation": {"max_new_tokens": 6, "do_sample": False},
     }
+    data = {"train_path": str(CHATS), "vocab_size": 300, "max_length": 96, "batch_size": 4, **data}
+    trainer = {"max_steps": 6, "val_check_interval": 3, "check_val_every_n_epoch": None}
+    return tiny_run_config(
+        root, INSTRUCTION_TUNING, "tasks.instruction_tuning.data.InstructionTuningData", model, data, **trainer
+    )
 
 
 @pytest.fixture
@@ -63,12 +38,11 @@ def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Pa
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One tiny packed run (6 steps on the packaged chats), shared read-only by tests that need a checkpoint."""
-    root = tmp_path_factory.mktemp("chat_trained")
-    config = root / "fit.yaml"
-    config.write_text(yaml.safe_dump(tiny_config(root / "run", batching="packed")))
-    main(["fit", "-c", str(config)])
-    return root / "run"
+    """The reference run (the tiny config's 6 packed steps on the packaged chats, validated at 3 and 6), which every
+    test of an ordinary run's artifacts reads: built once per test worker, never written to."""
+    root = tmp_path_factory.mktemp("chat_reference")
+    with pytest.MonkeyPatch.context() as patch:
+        return config_runner(root, patch, tiny_config)("fit", batching="packed")
 
 
 def qwen2_folder(out: Path) -> Path:

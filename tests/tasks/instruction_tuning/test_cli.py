@@ -72,12 +72,11 @@ def test_chat_refuses_a_prompt_file(trained_run: Path, capsys: pytest.CaptureFix
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: --chat reads user turns")
 
 
-def test_padded_fit_and_a_bad_record(
+def test_a_bad_record_is_one_line(
     run_cli: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Padded batches fit too; a record whose messages end with the user is one error line naming file and line."""
-    run = run_cli("fit", "--trainer.max_steps", "2", "--trainer.val_check_interval", "2", batching="padded")
-    assert "val/loss" in last_metrics(run)
+    """A record whose messages end with the user is one error line naming file and line (padded batches fit:
+    test_llama_lora_chat.py)."""
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "a", "response": "b"}\n{"messages": [{"role": "user", "content": "a"}]}\n')
     with pytest.raises(SystemExit) as exit_info:

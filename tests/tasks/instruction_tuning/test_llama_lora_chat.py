@@ -10,6 +10,7 @@ import pytest
 import torch
 import transformers
 
+from tests.cli_runner import last_metrics
 from tests.tasks.instruction_tuning.conftest import qwen2_folder
 from tetraformer.cli import main
 from tetraformer.training.checkpointing.loading import load_task_module
@@ -20,11 +21,13 @@ QUESTION = [{"role": "user", "content": "What is the opposite of hot?"}]
 def test_lora_tune_a_qwen2_folder_on_chats_chat_and_export(
     run_cli: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """fit --model.init_from QWEN2_DIR --model.lora.*: an adapters checkpoint; `generate --chat` answers from it;
-    `convert to-hf` writes merged weights whose logits and greedy reply equal the checkpoint's."""
+    """fit --model.init_from QWEN2_DIR --model.lora.* (padded batches, validated): an adapters checkpoint;
+    `generate --chat` answers from it; `convert to-hf` writes merged weights whose logits and greedy reply equal the
+    checkpoint's."""
     src = qwen2_folder(tmp_path / "qwen2")
     lora = ["--model.lora.rank", "4", "--model.lora.alpha", "8", "--model.lora.targets", "[q, k, v, o, ff_in, ff_out]"]
     run = run_cli("fit", "--model.init_from", str(src), *lora, batching="padded")
+    assert "val/loss" in last_metrics(run)  # padded batches fit and validate
     ckpt = run / "checkpoints" / "last.ckpt"
     stored = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
     assert stored and all(".lora_" in name for name in stored)  # adapters only: the base is the folder
