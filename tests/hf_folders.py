@@ -14,6 +14,22 @@ from tetraformer.data import train_tokenizer
 TINY_BERT: dict[str, Any] = dict(
     hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=64
 )
+# TINY_BERT's shape as a Tetraformer `--model.arch`, BERT's choices (post-norm, GELU, learned positions, two
+# segments, no dropout): the arch of the tiny text classifiers and taggers that export to transformers
+BERT_ARCH: dict[str, Any] = {
+    "d_model": 32,
+    "n_heads": 2,
+    "n_layers": 2,
+    "d_ff": 64,
+    "max_len": 64,
+    "dropout": 0.0,
+    "norm_position": "post",
+    "norm_eps": 1e-12,
+    "embedding_norm": True,
+    "activation": "gelu",
+    "position": "learned",
+    "type_vocab_size": 2,
+}
 
 
 def tiny_bert(out: Path, texts: list[Path], model: type[Any] = transformers.BertModel, **config: Any) -> Any:
