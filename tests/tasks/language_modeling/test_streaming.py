@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -50,23 +51,23 @@ def test_streamed_fit_on_parquet_shards_validates_held_out_documents(
     assert "val/loss" in metrics
 
 
-@pytest.mark.parametrize("keep_position", [True, False], ids=["resumed", "position-dropped"])
 def test_streamed_run_resumed_ends_with_the_uninterrupted_weights(
-    run_cli: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_position: bool
+    run_cli: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Stopped at step 3 (mid shuffle window, two workers taking turns) and resumed with `--ckpt_path last`, a
-    streamed run ends with the weights of the run that never stopped; a resume that drops the stream's position
-    (negative control) ends elsewhere."""
+    streamed run ends with the weights of the run that never stopped; the same resume of a copy that drops the
+    stream's position (negative control) ends elsewhere."""
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in documents(40)), encoding="utf-8")
     options = {"train_path": str(corpus), "num_workers": 2, "shuffle_blocks": 5, **STREAM}
     straight = run_cli("fit", "--trainer.max_steps", "7", root=tmp_path / "straight", **options)
     resumed = run_cli("fit", "--trainer.max_steps", "3", root=tmp_path / "resumed", **options)
-    if not keep_position:
-        monkeypatch.setattr(StreamLoader, "load_state_dict", lambda self, state: None)
+    dropped = Path(shutil.copytree(resumed, tmp_path / "dropped"))
     run_cli("fit", "--trainer.max_steps", "7", "--ckpt_path", "last", root=resumed, **options)
-    assert checkpoint(resumed)["global_step"] == 7
-    assert same_weights(resumed, straight) == keep_position
+    monkeypatch.setattr(StreamLoader, "load_state_dict", lambda self, state: None)
+    run_cli("fit", "--trainer.max_steps", "7", "--ckpt_path", "last", root=dropped, **options)
+    assert checkpoint(resumed)["global_step"] == checkpoint(dropped)["global_step"] == 7
+    assert same_weights(resumed, straight) and not same_weights(dropped, straight)
 
 
 def test_a_stream_without_max_steps_is_one_line(
@@ -95,13 +96,15 @@ def test_a_token_budget_bounds_a_stream_and_sizes_its_decay(run_cli: Callable[..
 
 @pytest.mark.distributed
 def test_two_ddp_ranks_stream_their_own_shares_and_resume_exactly(tmp_path: Path) -> None:
-    """Two gloo ranks read disjoint shares (their positions differ), the checkpoint holds both positions, and a run
-    stopped at step 3 and resumed ends with the weights of the two-rank run that never stopped."""
+    """`--trainer.strategy ddp --trainer.devices 2` on the CPU: two gloo ranks read disjoint shares (their positions
+    differ) into one run (one tokenizer, one checkpoint holding both positions), the schedule's lines (6 steps are
+    few) are logged once, by rank 0, and a run stopped at step 3 and resumed ends with the weights of the two-rank
+    run that never stopped."""
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in documents(40)), encoding="utf-8")
     config = tmp_path / "ddp.yaml"
 
-    def fit(run: Path, *args: str) -> None:
+    def fit(run: Path, *args: str) -> str:
         options = {"train_path": str(corpus), "shuffle_blocks": 5, **STREAM}
         config.write_text(yaml.safe_dump(tiny_config(run, **options)))
         command = [sys.executable, "-m", "tetraformer.cli", "fit", "-c", str(config), "--trainer.strategy", "ddp"]
@@ -110,8 +113,13 @@ def test_two_ddp_ranks_stream_their_own_shares_and_resume_exactly(tmp_path: Path
             [*command, "--trainer.devices", "2", *args], env=env, capture_output=True, text=True, timeout=600
         )
         assert done.returncode == 0, done.stderr[-3000:]
+        return done.stderr
 
-    fit(tmp_path / "straight", "--trainer.max_steps", "6")
+    logged = fit(tmp_path / "straight", "--trainer.max_steps", "6")
+    assert "distributed_backend=gloo" in logged and "All distributed processes registered" in logged
+    assert logged.count("schedule has 6 optimizer steps") == 1
+    assert checkpoint(tmp_path / "straight")["global_step"] == 6
+    assert (tmp_path / "straight" / "tokenizer" / "tokenizer.json").is_file()
     fit(tmp_path / "resumed", "--trainer.max_steps", "3")
     fit(tmp_path / "resumed", "--trainer.max_steps", "6", "--ckpt_path", "last")
     ranks = checkpoint(tmp_path / "straight")["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["ranks"]
