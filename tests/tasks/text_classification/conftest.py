@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_runner import TINY_ARCH, config_runner, tiny_run_config
+from tests.hf_folders import BERT_ARCH
 
 # one keyword decides the label: a learnable fixture for any backbone
 WORDS = {
@@ -110,7 +111,8 @@ def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Pa
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path]]:
     """(run dir, split files) of the reference run a test file's run properties share: the tiny classifier's config
-    for 4 steps, validated at steps 2 and 4, its last checkpoint written, predicting its top label only (top_k 1)."""
+    in BERT's shape (its pooler on [CLS], so that it exports) for 4 steps, validated at steps 2 and 4, its last
+    checkpoint written, predicting its top label only (top_k 1)."""
     root = tmp_path_factory.mktemp("classifier_reference")
     files = write_splits(root)
     budget = ("--trainer.max_steps", "4", "--trainer.val_check_interval", "2")
@@ -120,8 +122,7 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
             *budget,
             "--trainer.check_val_every_n_epoch",
             "null",
-            "--model.top_k",
-            "1",
+            model={"arch": BERT_ARCH, "pooler": True, "pooling": "cls", "top_k": 1},
             train_path=str(files["train"]),
             val_path=str(files["val"]),
         )

@@ -1,5 +1,6 @@
 """The reference run's checkpoint alone: the label vocabulary survives it, `predict` keeps the input's other fields
-and the checkpoint's top_k, `test` writes the per-class report and confusion matrix, an unknown label names its row."""
+and the checkpoint's top_k, `test` writes the per-class report and confusion matrix, an unknown label names its row,
+and `convert to-hf` gives transformers' BertForSequenceClassification."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import csv
 from pathlib import Path
 
 import pytest
+import torch
+from transformers import BertForSequenceClassification
 
 from tests.cli_runner import checkpoint_command, last_metrics, predictions
 from tests.tasks.text_classification.conftest import labelled_rows, write_csv, write_jsonl
+from tetraformer.cli.commands import convert_command
 from tetraformer.training.checkpointing.loading import load_task_module
 
 Run = tuple[Path, dict[str, Path]]
@@ -62,3 +66,19 @@ def test_unseen_test_label_from_checkpoint(
             "test", trained_run[0] / "checkpoints" / "last.ckpt", tmp_path / "t", "--data.test_path", str(bad)
         )
     assert "bad_test.csv:3: unknown label 'art'; known labels: 'food', 'money', 'sport'\n" in capsys.readouterr().err
+
+
+def test_export_round_trips_logits_and_labels(trained_run: Run, tmp_path: Path) -> None:
+    """transformers' BertForSequenceClassification on the exported directory gives our logits and label names."""
+    ckpt = trained_run[0] / "checkpoints" / "last.ckpt"
+    convert_command(["to-hf", str(ckpt), str(tmp_path / "hf_out")])
+    module = load_task_module(ckpt)
+    hf = BertForSequenceClassification.from_pretrained(tmp_path / "hf_out").eval()
+    assert hf.config.id2label == {0: "food", 1: "money", 2: "sport"}
+    texts = ["the goal and bread", "price of soup today", "a match"]
+    batch = module.tokenizer(texts, texts[::-1], padding=True, return_tensors="pt")  # pairs: segments 0 and 1
+    types = torch.tensor([e.type_ids for e in batch.encodings])  # (B, T)
+    assert types.max() == 1
+    ours = module.net(batch["input_ids"], attention_mask=batch["attention_mask"].bool(), token_type_ids=types)
+    theirs = hf(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=types).logits
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_runner import TINY_ARCH, config_runner, tiny_run_config
+from tests.hf_folders import BERT_ARCH
 
 # a learnable tagging fixture: names (a first name, sometimes a surname) and cities among filler words
 FIRST, SURNAMES = ["anna", "boris", "carla", "dmitri"], ["smith", "jones", "novak"]
@@ -78,12 +79,13 @@ def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Pa
     return config_runner(tmp_path, monkeypatch, tiny_config)
 
 
-def fit_on_splits(root: Path, *args: str) -> tuple[Path, dict[str, Path]]:
-    """(run dir, split files): the tiny config fitted (with ARGS) on the fixture's splits written under `root`."""
+def fit_on_splits(root: Path, *args: str, model: dict | None = None) -> tuple[Path, dict[str, Path]]:
+    """(run dir, split files): the tiny config (with `model` overrides) fitted (with ARGS) on the fixture's splits
+    written under `root`."""
     files = write_splits(root)
     with pytest.MonkeyPatch.context() as patch:
         run = config_runner(root, patch, tiny_config)(
-            "fit", *args, train_path=str(files["train"]), val_path=str(files["val"])
+            "fit", *args, model=model, train_path=str(files["train"]), val_path=str(files["val"])
         )
     return run, files
 
@@ -91,7 +93,7 @@ def fit_on_splits(root: Path, *args: str) -> tuple[Path, dict[str, Path]]:
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path]]:
     """(run dir, split files) of the reference run a test file's run properties share: the tiny tagger's config
-    for 4 steps, validated at steps 2 and 4, its last checkpoint written."""
+    in BERT's shape (so that it exports) for 4 steps, validated at steps 2 and 4, its last checkpoint written."""
     budget = (
         "--trainer.max_steps",
         "4",
@@ -100,4 +102,4 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
         "--trainer.check_val_every_n_epoch",
         "null",
     )
-    return fit_on_splits(tmp_path_factory.mktemp("tagger_reference"), *budget)
+    return fit_on_splits(tmp_path_factory.mktemp("tagger_reference"), *budget, model={"arch": BERT_ARCH})

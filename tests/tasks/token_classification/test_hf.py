@@ -1,4 +1,5 @@
-"""Starting from a local Hugging Face BERT token classifier, and `convert to-hf` as BertForTokenClassification."""
+"""Starting from a local Hugging Face BERT token classifier (the export, `convert to-hf`, is a property of the
+reference run: test_reference_run.py)."""
 
 from __future__ import annotations
 
@@ -11,24 +12,9 @@ from transformers import BertForTokenClassification
 
 from tests.hf_folders import tiny_bert
 from tests.tasks.token_classification.conftest import tagged_sentences
-from tetraformer.cli.commands import convert_command
 from tetraformer.data import load_tokenizer
 from tetraformer.training.checkpointing.loading import load_task_module
 
-BERT_ARCH = {
-    "d_model": 32,
-    "n_heads": 2,
-    "n_layers": 2,
-    "d_ff": 64,
-    "max_len": 64,
-    "dropout": 0.0,
-    "norm_position": "post",
-    "norm_eps": 1e-12,
-    "embedding_norm": True,
-    "activation": "gelu",
-    "position": "learned",
-    "type_vocab_size": 2,
-}
 TEXTS = ["we met anna smith in oslo", "boris went to lima", "the"]
 
 
@@ -70,28 +56,4 @@ def test_init_from_hf_token_classifier_gives_its_logits(
     ours = module.net(batch["input_ids"], attention_mask=batch["attention_mask"].bool())
     theirs = BertForTokenClassification.from_pretrained(hf_tagger).eval()(**batch).logits
     mask = batch["attention_mask"].bool()
-    torch.testing.assert_close(ours[mask], theirs[mask], atol=1e-5, rtol=1e-5)
-
-
-def test_export_round_trips_logits_and_tags(
-    run_cli: Callable[..., Path], splits: dict[str, Path], tmp_path: Path
-) -> None:
-    """transformers' BertForTokenClassification on the exported directory gives our logits and tag names."""
-    run = run_cli(
-        "fit",
-        "--trainer.max_steps",
-        "2",
-        model={"arch": BERT_ARCH},
-        train_path=str(splits["train"]),
-        val_path=str(splits["val"]),
-    )
-    ckpt = run / "checkpoints" / "last.ckpt"
-    convert_command(["to-hf", str(ckpt), str(tmp_path / "hf_out")])
-    module = load_task_module(ckpt)
-    hf = BertForTokenClassification.from_pretrained(tmp_path / "hf_out").eval()
-    assert hf.config.id2label == dict(enumerate(["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]))
-    batch = batch_of(module.tokenizer, TEXTS)
-    mask = batch["attention_mask"].bool()
-    ours = module.net(batch["input_ids"], attention_mask=mask, token_type_ids=torch.zeros_like(batch["input_ids"]))
-    theirs = hf(**batch).logits
     torch.testing.assert_close(ours[mask], theirs[mask], atol=1e-5, rtol=1e-5)

@@ -1,5 +1,6 @@
 """The reference run's checkpoint alone predicts (CoNLL, JSONL tokens or raw text), tags every word of sentences
-longer than its windows, decodes within the tag scheme, and tests with a per-type report."""
+longer than its windows, decodes within the tag scheme, tests with a per-type report, and exports to transformers'
+BertForTokenClassification."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import BertForTokenClassification
 
 from tests.cli_runner import checkpoint_command, last_metrics, predictions
 from tests.tasks.token_classification.conftest import tagged_sentences, write_conll
+from tetraformer.cli.commands import convert_command
 from tetraformer.data.tag_schemes import allowed_transitions, entity_spans
 from tetraformer.training.checkpointing.loading import load_task_module
 
@@ -115,3 +118,19 @@ def test_test_stage_writes_per_type_report(trained_run: Run, tmp_path: Path, str
     assert lines[0] == "type,precision,recall,f1,support"
     assert [line.split(",")[0] for line in lines[1:]] == ["LOC", "PER", "micro avg", "macro avg"]
     assert (tested / "reports" / "test_entities.md").is_file()
+
+
+def test_export_round_trips_logits_and_tags(trained_run: Run, tmp_path: Path) -> None:
+    """transformers' BertForTokenClassification on the exported directory gives our logits and tag names."""
+    ckpt = trained_run[0] / "checkpoints" / "last.ckpt"
+    convert_command(["to-hf", str(ckpt), str(tmp_path / "hf_out")])
+    module = load_task_module(ckpt)
+    hf = BertForTokenClassification.from_pretrained(tmp_path / "hf_out").eval()
+    assert hf.config.id2label == dict(enumerate(["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]))
+    batch = dict(
+        module.tokenizer(["we met anna smith in oslo", "boris went to lima", "the"], padding=True, return_tensors="pt")
+    )
+    mask = batch["attention_mask"].bool()
+    ours = module.net(batch["input_ids"], attention_mask=mask, token_type_ids=torch.zeros_like(batch["input_ids"]))
+    theirs = hf(**batch).logits
+    torch.testing.assert_close(ours[mask], theirs[mask], atol=1e-5, rtol=1e-5)
