@@ -1,14 +1,16 @@
-"""Tiny random Hugging Face BERT folders (weights and a WordPiece tokenizer of the caller's text), built locally:
-the one builder the tests that start from, convert or compare against a BERT share."""
+"""Tiny random Hugging Face folders (weights and a tokenizer of the caller's text), built locally: the builders the
+tests that start from, convert or compare against a BERT or a causal LM (GPT-2, Llama, Qwen, Mistral) share."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 import transformers
 
+from tests.cli_runner import TEST_SEED
 from tetraformer.data import train_tokenizer
 
 TINY_BERT: dict[str, Any] = dict(
@@ -40,3 +42,15 @@ def tiny_bert(out: Path, texts: list[Path], model: type[Any] = transformers.Bert
     net = model(transformers.BertConfig(vocab_size=len(tokenizer), **{**TINY_BERT, **config})).eval()
     net.save_pretrained(out)
     return net
+
+
+def tiny_causal_lm(
+    out: Path, texts: list[Path], config: Callable[[int], transformers.PretrainedConfig], vocab_size: int = 100
+) -> Path:
+    """A random causal LM of `config(vocabulary size)` (GPT-2, Llama, Qwen, Mistral, ...: the class the config's
+    model type names, seeded by TETRAFORMER_TEST_SEED) with a character tokenizer of `texts` (at most `vocab_size`
+    pieces), saved to `out`; `out`."""
+    tokenizer = train_tokenizer(texts, "char", vocab_size, out)
+    torch.manual_seed(TEST_SEED)
+    transformers.AutoModelForCausalLM.from_config(config(len(tokenizer))).save_pretrained(out)
+    return out

@@ -6,14 +6,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import torch
 import transformers
 
-from tests.cli_runner import TEST_SEED, config_runner, tiny_run_config
-from tetraformer.data import train_tokenizer
+from tests.cli_runner import config_runner, tiny_run_config
+from tests.hf_folders import tiny_causal_lm
 
 CHATS = Path(__file__).parents[3] / "configs" / "instruction_tuning" / "chat_tiny.jsonl"
 INSTRUCTION_TUNING = "tasks.instruction_tuning.module.InstructionTuning"
+QWEN2 = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+QWEN2 |= dict(max_position_embeddings=256, tie_word_embeddings=False)  # the tiny Qwen2 folder's shape
 
 
 def tiny_config(root: Path, **data: object) -> dict:
@@ -49,17 +50,4 @@ def qwen2_folder(out: Path) -> Path:
     """A tiny random Qwen2 (grouped-query attention, q/k/v biases) with a char tokenizer of the chats, saved."""
     corpus = out.parent / "chats.txt"
     corpus.write_text(CHATS.read_text(encoding="utf-8"), encoding="utf-8")  # every character the chats use
-    tokenizer = train_tokenizer([corpus], "char", 200, out)
-    config = transformers.Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        tie_word_embeddings=False,
-    )
-    torch.manual_seed(TEST_SEED)
-    transformers.Qwen2ForCausalLM(config).save_pretrained(out)
-    return out
+    return tiny_causal_lm(out, [corpus], lambda vocab: transformers.Qwen2Config(vocab_size=vocab, **QWEN2), 200)

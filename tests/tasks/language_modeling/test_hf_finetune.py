@@ -9,33 +9,20 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from tests.cli_runner import TEST_SEED
+from tests.hf_folders import tiny_causal_lm
 from tests.tasks.language_modeling.conftest import hf_validation_loss, validation_loss
 from tetraformer.cli import main
 from tetraformer.cli.commands import convert_command
-from tetraformer.data import train_tokenizer
 from tetraformer.interop import InteropError
 from tetraformer.training.checkpointing.loading import load_task_module
+
+GPT2 = dict(n_positions=64, n_embd=32, n_layer=2, n_head=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
 
 
 @pytest.fixture
 def hf_gpt2(tmp_path: Path, text_file: Path) -> Path:
     """A tiny random GPT2LMHeadModel saved with a char tokenizer of the fixture text."""
-    out = tmp_path / "hf_gpt2"
-    tokenizer = train_tokenizer([text_file], "char", 100, out)
-    config = GPT2Config(
-        vocab_size=len(tokenizer),
-        n_positions=64,
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-    )
-    torch.manual_seed(TEST_SEED)
-    GPT2LMHeadModel(config).save_pretrained(out)
-    return out
+    return tiny_causal_lm(tmp_path / "hf_gpt2", [text_file], lambda vocab: GPT2Config(vocab_size=vocab, **GPT2))
 
 
 def imported(run_cli: Callable[..., Path], hf_gpt2: Path, text_file: Path, root: Path) -> tuple[Path, dict]:

@@ -9,10 +9,9 @@ import pytest
 import torch
 import transformers
 
-from tests.cli_runner import TEST_SEED
+from tests.hf_folders import tiny_causal_lm
 from tests.tasks.language_modeling.conftest import hf_validation_loss, validation_loss
 from tetraformer.cli import main
-from tetraformer.data import train_tokenizer
 from tetraformer.payload import PAYLOAD_KEY, read_checkpoint
 from tetraformer.training.checkpointing.loading import load_task_module
 
@@ -27,9 +26,7 @@ CONFIGS = {
 
 def hf_decoder(out: Path, text_file: Path, architecture: str) -> Path:
     """A tiny random model of `architecture` saved with a char tokenizer of the fixture text."""
-    tokenizer = train_tokenizer([text_file], "char", 100, out)
-    torch.manual_seed(TEST_SEED)
-    getattr(transformers, architecture)(CONFIGS[architecture](len(tokenizer))).save_pretrained(out)
+    tiny_causal_lm(out, [text_file], CONFIGS[architecture])
     transformers.GenerationConfig(max_new_tokens=7, do_sample=False).save_pretrained(out)
     return out
 
