@@ -16,7 +16,7 @@ from tetraformer.data.token_stream_dataset import TokenStream
 from tetraformer.data.tokenizer import TokenizerKind
 from tetraformer.errors import at_least
 from tetraformer.training.base.text_datamodule import TextDataModule
-from tetraformer.training.checkpointing.stream_loader import check_stream_trainer, stream_loader, take_stream_index
+from tetraformer.training.checkpointing.stream_loader import check_stream_trainer, stream_loader
 
 log = logging.getLogger(__name__)
 TOKENIZER_SAMPLE = "tokenizer_corpus.txt"  # RUN_DIR file: the start of a streamed corpus the run tokenizer learns
@@ -169,12 +169,6 @@ class LanguageModelingData(TextDataModule):
         if not self.streaming:
             return super().train_dataloader()
         return stream_loader(self.datasets["train"], self.num_workers, self.trainer)
-
-    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """Tell the stream's loader which batch training takes (its position in the checkpoint)."""
-        if self.streaming and self.trainer is not None and self.trainer.training:
-            return take_stream_index(batch, self.trainer.train_dataloader)
-        return batch
 
     def collate(self, rows: list[Any]) -> dict[str, Any]:
         """Stack blocks; predict batches are lists of prompts."""

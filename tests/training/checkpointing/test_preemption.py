@@ -53,9 +53,11 @@ def validated_steps(run: Path) -> list[int]:
 
 
 def data_position_matches(ckpt: dict, per_epoch: int = BATCHES_PER_EPOCH) -> bool:
-    """Whether the saved loader position is exactly the saved step's (no half-done step)."""
-    (position,) = ckpt["loops"]["fit_loop"]["state_dict"]["combined_loader"]
-    return position["epoch"] * per_epoch + position["batches"] == ckpt["global_step"]
+    """Whether the saved loader position is exactly the saved step's on every rank (no half-done step)."""
+    (state,) = ckpt["loops"]["fit_loop"]["state_dict"]["combined_loader"]
+    position = state["ranks"][0]  # every rank's, gathered: data-parallel ranks are at the same batch
+    same = all(other == position for other in state["ranks"])
+    return same and position["epoch"] * per_epoch + position["batches"] == ckpt["global_step"]
 
 
 @pytest.mark.parametrize(
@@ -128,8 +130,8 @@ def test_an_epoch_cut_by_an_integer_limit_resumes_mid_epoch_exactly(tmp_path: Pa
     fit(whole)
     config = write_config(tmp_path, tmp_path / "run", limit_train_batches=4, **signalled(6, signal.SIGTERM))
     fit(config)
-    (position,) = checkpoint(tmp_path / "run")["loops"]["fit_loop"]["state_dict"]["combined_loader"]
-    assert position == {"epoch": 1, "batches": 2}
+    (state,) = checkpoint(tmp_path / "run")["loops"]["fit_loop"]["state_dict"]["combined_loader"]
+    assert state == {"ranks": [{"epoch": 1, "batches": 2}]}
     fit(config, "--ckpt_path", "last")
     epochs = [checkpoint(tmp_path / name)["epoch"] for name in ("run", "whole")]
     assert epochs == [STEPS // 4 - 1] * 2  # both end in their fifth epoch (counted from 0)

@@ -43,11 +43,16 @@ def test_loader_state_resumes_at_the_next_batch(workers: int) -> None:
     batches = iter(loader)
     first = [next(batches).tolist() for _ in range(3)]
     state = loader.state_dict()
-    assert state == {"epoch": 3, "batches": 3}  # counted as served to training, not as prefetched by workers
+    assert state == {
+        "ranks": [{"epoch": 3, "batches": 3}]
+    }  # counted as served to training, not as prefetched by workers
     resumed = ResumableLoader(data, batch_size=4, shuffle=True, seed=5, num_workers=workers)
     resumed.load_state_dict(state)
     assert first + epoch_batches(resumed, epoch=3) == whole
     assert epoch_batches(resumed, epoch=3) == whole  # only the next pass starts part-way
+    older = ResumableLoader(data, batch_size=4, shuffle=True, seed=5)
+    older.load_state_dict({"epoch": 3, "batches": 3})  # one rank's position, as checkpoints before ranks held it
+    assert epoch_batches(older, epoch=3) == whole[3:]
 
 
 def test_each_epoch_has_its_own_order_drawn_again_the_same() -> None:
@@ -159,7 +164,7 @@ def test_resume_that_drops_the_rng_states_differs(
 def test_checkpoint_holds_the_data_position_and_rng_states(stopped: Callable[[int], Path]) -> None:
     """last.ckpt carries the loader's (epoch, batches served) and one RNG state per rank."""
     ckpt = checkpoint(stopped(7))
-    assert ckpt["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"epoch": 1, "batches": 1}]
+    assert ckpt["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"ranks": [{"epoch": 1, "batches": 1}]}]
     (state,) = ckpt["rng_states"]
     assert set(state) == {"python", "numpy", "torch", "cuda"}
 

@@ -16,12 +16,8 @@ from tetraformer.data import DataError
 from tetraformer.data.token_stream_dataset import ShareState
 from tetraformer.errors import ConfigError
 from tetraformer.training.callbacks.token_budget import TokenBudget
-from tetraformer.training.checkpointing.stream_loader import (
-    STREAM_INDEX,
-    StreamLoader,
-    check_stream_trainer,
-    take_stream_index,
-)
+from tetraformer.training.checkpointing.resume import BATCH_INDEX, take_batch_index
+from tetraformer.training.checkpointing.stream_loader import StreamLoader, check_stream_trainer
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +54,8 @@ def test_loader_state_resumes_at_the_next_batch_taken(
     first = loader()
     batches = iter(first)
     served = [next(batches) for _ in range(7)]  # served ahead of training, as Lightning prefetches
-    taken = [take_stream_index(batch, first) for batch in served[:5]]
-    assert all(STREAM_INDEX not in batch for batch in taken)
+    taken = [take_batch_index(batch, first) for batch in served[:5]]
+    assert all(BATCH_INDEX not in batch for batch in taken)
     state = first.state_dict()
     assert state["ranks"][0]["taken"] == 5
     resumed = loader()

@@ -25,7 +25,7 @@ from tetraformer.errors import ConfigError, TetraformerError, at_least, require
 from tetraformer.files import resolve_source
 from tetraformer.payload import PAYLOAD_KEY
 from tetraformer.training.checkpointing.loading import source_tokenizer
-from tetraformer.training.checkpointing.resume import ResumableLoader
+from tetraformer.training.checkpointing.resume import ResumableLoader, take_batch_index
 from tetraformer.training.checkpointing.stored_spec import stored_spec
 
 log = logging.getLogger(__name__)
@@ -274,6 +274,12 @@ class TaskDataModule(L.LightningDataModule):
             shards = (self.trainer.distributed_sampler_kwargs if self.trainer else None) or {}  # data-parallel ranks
             return ResumableLoader(dataset, shuffle=batch_sampler is None, seed=self.seed, **shards, **options)
         return DataLoader(dataset, generator=torch.Generator().manual_seed(self.seed), **options)
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Tell the training loader which batch training takes (its position in the checkpoint)."""
+        if self.trainer is not None and self.trainer.training:
+            return take_batch_index(batch, self.trainer.train_dataloader)
+        return batch
 
     def collate(self, rows: list[Any]) -> Any:
         """Pad rows of token sequences with the tokenizer's pad id (PaddingCollator); tasks may override."""

@@ -1,9 +1,8 @@
 """Exact resume of a streamed training set: every share's stream position rides in the checkpoint.
 
-`StreamLoader` iterates a `TokenStream` (batches with their share's state after them). Lightning fetches a batch
-ahead of the one it trains on when a loader has no length, so what was *served* is not what was *trained on*: each
-batch carries its index (`STREAM_INDEX`), and the datamodule's `on_before_batch_transfer` hands it back through
-`take_stream_index` when training takes the batch; `state_dict` is the state after the last batch taken. With
+`StreamLoader` iterates a `TokenStream` (batches with their share's state after them); as every training loader it is
+a `PositionLoader` (training/checkpointing/resume.py), whose state is the position after the last batch training
+took (a stream has no length, so Lightning fetches a batch ahead and the batch's number tells what was taken). With
 DataLoader workers, batch k comes from worker k % workers (workers take turns, and a stream never ends), so the
 state holds each worker's share; a resumed pass rotates the workers so that the first batch comes from the share
 whose turn it is. Under data parallelism each rank's states are gathered into the checkpoint (every rank saves;
@@ -16,19 +15,18 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-import torch.distributed as dist
 from torch.utils.data import DataLoader
 
 from tetraformer.data.token_stream_dataset import ShareState, TokenStream
 from tetraformer.errors import ConfigError, TetraformerError
 from tetraformer.training.callbacks.token_budget import token_budget
+from tetraformer.training.checkpointing.resume import LoaderPosition, PositionLoader
 
 log = logging.getLogger(__name__)
-STREAM_INDEX = "stream_index"  # batch entry: the batch's number in the rank's stream, taken off before the model
 
 
-class StreamLoader(DataLoader):
-    """A DataLoader over a TokenStream whose `state_dict` is every rank's and worker's stream position."""
+class StreamLoader(PositionLoader):
+    """A PositionLoader over a TokenStream: its position is the batches taken and each worker's share state."""
 
     def __init__(
         self,
@@ -38,66 +36,50 @@ class StreamLoader(DataLoader):
         rank: int | None = None,
         **kwargs: Any,
     ) -> None:
-        if num_replicas is None:  # the torch.distributed world when not told
-            distributed = dist.is_available() and dist.is_initialized()
-            num_replicas, rank = (dist.get_world_size(), dist.get_rank()) if distributed else (1, 0)
-        super().__init__(dataset, batch_size=None, num_workers=num_workers, collate_fn=_unchanged, **kwargs)
-        self.rank, self.world, self.shares = rank or 0, num_replicas, max(num_workers, 1)
-        self.taken = 0  # batches training took
-        self.states: dict[int, dict[str, int]] = {}  # by worker: its share's state after its last batch taken
-        self._in_flight: dict[int, tuple[int, dict[str, int]]] = {}  # served, not yet taken: index -> worker, state
+        self.shares = max(num_workers, 1)
+        start = {"taken": 0, "workers": self.shares, "states": {}}
+        options = {"batch_size": None, "num_workers": num_workers, "collate_fn": _unchanged, **kwargs}
+        super().__init__(dataset, start, num_replicas, rank, **options)
         self.first_pass = 0  # the pass a share without a state starts at
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def positioned(self, loaded: LoaderPosition | None) -> Iterator[tuple[Any, LoaderPosition]]:
+        """The stream's batches from the loaded position (else where training is), each with the batches taken and
+        every worker's share state after it; workers rotate so that the next batch comes from the share whose turn
+        it is."""
         dataset: TokenStream = self.dataset  # type: ignore[assignment]
-        start = self.taken
-        states = {
-            self.rank * self.shares + worker: ShareState.from_dict(self.states[worker])
-            if worker in self.states
+        start = self.position if loaded is None else loaded
+        taken, states = int(start["taken"]), {int(worker): dict(s) for worker, s in start["states"].items()}
+        shares = {
+            self.rank * self.shares + worker: ShareState.from_dict(states[worker])
+            if worker in states
             else ShareState(self.first_pass)
             for worker in range(self.shares)
         }
-        dataset.assign(self.rank, self.world, self.shares, start % self.shares, states)
-        self._in_flight.clear()
+        dataset.assign(self.rank, self.world, self.shares, taken % self.shares, shares)
         try:
-            for offset, (batch, state) in enumerate(super().__iter__()):
-                index = start + offset
-                self._in_flight[index] = (index % self.shares, state)
-                yield {**batch, STREAM_INDEX: index}
+            for index, (batch, state) in enumerate(DataLoader.__iter__(self), taken):
+                states = {**states, index % self.shares: state}
+                yield batch, {"taken": index + 1, "workers": self.shares, "states": states}
         except TetraformerError as err:
             raise from_worker(err) from None
 
-    def take(self, index: int) -> None:
-        """Training took batch `index`: the position is now after it."""
-        for served in sorted(i for i in self._in_flight if i <= index):
-            worker, state = self._in_flight.pop(served)
-            self.states[worker] = state
-        self.taken = index + 1
-
-    def state_dict(self) -> dict[str, Any]:
-        """Every rank's position: batches taken and each worker's share state (gathered over the ranks)."""
-        mine = {"taken": self.taken, "workers": self.shares, "states": dict(self.states)}
-        return {"ranks": _gather(mine, self.world)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue after the position the checkpoint's run had reached, when it ran as many ranks and workers."""
-        ranks = state.get("ranks", [])
-        if len(ranks) != self.world or ranks[self.rank]["workers"] != self.shares:
-            passes = [int(s["epoch"]) for rank in ranks for s in rank["states"].values()]
-            self.first_pass = max(passes, default=-1) + 1
-            log.warning(
-                "the checkpoint's stream positions are of %d rank(s) x %d worker(s), this run reads %d x %d: each "
-                "share starts at the beginning of pass %d",
-                len(ranks),
-                ranks[0]["workers"] if ranks else 0,
-                self.world,
-                self.shares,
-                self.first_pass,
-            )
-            return
-        mine = ranks[self.rank]
-        self.taken = int(mine["taken"])
-        self.states = {int(worker): dict(s) for worker, s in mine["states"].items()}
+    def resume_at(self, ranks: list[LoaderPosition]) -> LoaderPosition | None:
+        """This rank's position, when the checkpoint's run had as many ranks and workers; else None, and each share
+        starts the pass after the furthest one the checkpoint reached (logged)."""
+        if len(ranks) == self.world and ranks[self.rank]["workers"] == self.shares:
+            return ranks[self.rank]
+        passes = [int(s["epoch"]) for rank in ranks for s in rank["states"].values()]
+        self.first_pass = max(passes, default=-1) + 1
+        log.warning(
+            "the checkpoint's stream positions are of %d rank(s) x %d worker(s), this run reads %d x %d: each "
+            "share starts at the beginning of pass %d",
+            len(ranks),
+            ranks[0]["workers"] if ranks else 0,
+            self.world,
+            self.shares,
+            self.first_pass,
+        )
+        return None
 
 
 def stream_loader(dataset: TokenStream, num_workers: int, trainer: Any) -> StreamLoader:
@@ -129,14 +111,6 @@ def check_stream_trainer(trainer: Any) -> None:
         )
 
 
-def take_stream_index(batch: Any, loader: Any) -> Any:
-    """Take a training batch's STREAM_INDEX off and tell its StreamLoader; other batches pass unchanged."""
-    if isinstance(batch, dict) and STREAM_INDEX in batch and isinstance(loader, StreamLoader):
-        batch = dict(batch)
-        loader.take(int(batch.pop(STREAM_INDEX)))
-    return batch
-
-
 def from_worker(err: TetraformerError) -> TetraformerError:
     """A TetraformerError with its one-line message again: torch re-raises a DataLoader worker's error with the
     worker's whole traceback as its message."""
@@ -154,12 +128,3 @@ def from_worker(err: TetraformerError) -> TetraformerError:
 def _unchanged(item: Any) -> Any:
     """The batch as the dataset made it."""
     return item
-
-
-def _gather(value: Any, world: int) -> list[Any]:
-    """`value` from every rank, in rank order."""
-    if world == 1 or not (dist.is_available() and dist.is_initialized()):
-        return [value]
-    gathered: list[Any] = [None] * world
-    dist.all_gather_object(gathered, value)
-    return gathered
