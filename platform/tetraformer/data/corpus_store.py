@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from tetraformer.data.errors import DataError
 from tetraformer.data.files import FileSpec, resolve_files
-from tetraformer.data.store import ARROW, Store, Tables, prepare_store, store_key
+from tetraformer.data.store import ARROW, Notes, Store, Tables, prepare_store, store_key
 from tetraformer.data.stream_sources import numbered_pieces
 from tetraformer.data.token_stream import Encode, Piece, Progress, batch_encoder, batches, corpus_pieces
 
@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 READ_OPTIONS = ("format", "field", "documents", "encoding")  # read_text's options: each changes the tokens
 TOKENS = "tokens"  # a corpus store's table: one row of ids per document or piece
 Part = tuple[np.ndarray, np.ndarray, int]  # flat ids, each piece's length in them, characters read
+Parts = Callable[[np.dtype], Iterable[Part]]  # the encoded parts of a corpus, ids of the given dtype
 Source = tuple[Path, int]  # a file, and its first piece that training reads
 
 
@@ -93,7 +94,7 @@ def n_tokens(store: Store) -> int:
 class CorpusWriter:
     """Writes encoded parts into a corpus store's `tokens` table, a record batch per part."""
 
-    def __init__(self, tokenizer: Any, parts: Any, notes: Any = dict) -> None:
+    def __init__(self, tokenizer: Any, parts: Parts, notes: Notes = dict) -> None:
         if tokenizer.eos_token_id is None:
             raise DataError("the tokenizer has no eos token to separate documents")
         self.vocab_size, self.parts, self.extra = len(tokenizer), parts, notes
