@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-fast lint bench clean quickstart
+.PHONY: venv test test-fast test-learning lint bench clean quickstart
 
 venv: $(STAMP)
 
@@ -19,14 +19,19 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# everything, on as many pytest workers as the machine has cores (pytest-xdist; a test file, or a promise test's
-# task, stays on one worker so its fixtures are built once); pytest lists the 20 slowest tests
+# The lanes, each on as many pytest workers as the machine has cores (pytest-xdist; a test file, or a promise
+# test's task, stays on one worker so its fixtures and reference runs are built once); pytest lists the 20 slowest.
+# test: what proves the project (CI): everything but the long learning checks
 test: lint
-	$(PY) -m pytest -q -n auto --dist loadgroup
+	$(PY) -m pytest -q -n auto --dist loadgroup -m "not learning"
 
-# the unit tests, without CLI fits or multi-process runs (the `slow` marker): about 3 minutes on 2 CPU cores
+# the unit tests, without CLI fits or multi-process runs (the `slow` marker)
 test-fast: lint
-	$(PY) -m pytest -q -m "not slow" -n auto --dist loadgroup
+	$(PY) -m pytest -q -m "not slow and not learning" -n auto --dist loadgroup
+
+# the learning checks: a model must reach a number after a fit (CI runs them after `make test`)
+test-learning: venv
+	$(PY) -m pytest -q -m learning -n auto --dist loadgroup
 
 bench: venv
 	$(PY) scripts/bench.py --markdown

@@ -45,8 +45,9 @@ def pytest_configure(config: pytest.Config) -> None:
 FIT_FIXTURES = {"run_cli", "trained", "trained_run", "uninterrupted", "stopped", "nan_run", "compared", "runs"}
 
 
-# pytest-timeout's limit (pyproject's `timeout`, a hang guard) for tests that start several training processes:
-# on a busy 2-core machine their start-up alone takes minutes
+# pytest-timeout's limit (pyproject's `timeout`, a hang guard) for tests that start several training processes (the
+# distributed ones, and the promise tests' fresh processes, the first of a task also fitting its reference run): on
+# a busy 2-core machine their start-up alone takes minutes
 DISTRIBUTED_TIMEOUT_S = 900
 
 
@@ -56,7 +57,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "distributed" in item.keywords or FIT_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-        if "distributed" in item.keywords and item.get_closest_marker("timeout") is None:
+        several = "distributed" in item.keywords or item.path.parent.name == "promises"
+        if several and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(DISTRIBUTED_TIMEOUT_S))
         if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
@@ -65,9 +67,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def worker_group(item: pytest.Item) -> str:
     """Which tests `pytest -n N --dist loadgroup` keeps on one worker, so module and session fixtures are built
-    once: a test file's tests together, except the promise tests, whose fits are per task (one group per task)."""
+    once: a test file's tests together, except the promise tests of a task (parametrized by `task`), which share the
+    task's reference run (tests/promises/conftest.py) across files: one group per task."""
     task = getattr(item, "callspec", None) and item.callspec.params.get("task")
-    return f"{item.path.name}::{task}" if task and item.path.parent.name == "promises" else str(item.path)
+    return f"promises::{task}" if task and item.path.parent.name == "promises" else str(item.path)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,17 +1,16 @@
 """Every command runs from the last checkpoint alone, in new processes, and the commands agree with each other.
 
-For each task one tiny run is fitted (an architecture Hugging Face can hold, so the export applies); its last.ckpt
-is copied into an empty folder, away from the run directory and its tokenizer, and `test`, `predict`, `generate`
-and `convert to-hf` each run on that copy in a fresh `tetraformer` process. They must agree: the accuracy of
-predict's labels is test's accuracy; predict's greedy text is generate's; the export, in transformers, predicts
-the labels (or greedy text) ours did.
+For each task its reference run (tests/promises/conftest.py: an architecture Hugging Face can hold, so the export
+applies) left a copy of its last.ckpt in an empty folder, away from the run directory and its tokenizer; `test`,
+`predict`, `generate` and `convert to-hf` each run on that copy in a fresh `tetraformer` process. They must agree:
+the accuracy of predict's labels is test's accuracy; predict's greedy text is generate's; the export, in
+transformers, predicts the labels (or greedy text) ours did.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,22 +20,11 @@ import pytest
 import torch
 import transformers
 
-from tests.processes import tetraformer, write_yaml
-from tests.promises.tasks import tiny_task_config, write_task_data
+from tests.processes import tetraformer
+from tests.promises.conftest import REFERENCE, Reference
 from tetraformer.interop import export_class
 from tetraformer.training.checkpointing.loading import load_task_module
 
-LLAMA_SHAPE = {"norm": "rmsnorm", "activation": "swiglu", "bias": False}
-BERT_SHAPE = {"norm_position": "post", "embedding_norm": True}
-EXPORTABLE: dict[str, dict[str, dict[str, Any]]] = {  # config overrides that give each task a Hugging Face twin
-    "language_modeling": {"arch": LLAMA_SHAPE},
-    "instruction_tuning": {"arch": LLAMA_SHAPE},
-    "text_classification": {"arch": BERT_SHAPE, "model": {"pooling": "cls", "pooler": True}},
-    "token_classification": {"arch": BERT_SHAPE},
-    "masked_lm": {},
-    "seq2seq": {},
-    "image_classification": {},
-}
 LABELLED = ("text_classification", "image_classification")
 GENERATIVE = ("language_modeling", "instruction_tuning", "seq2seq")
 GREEDY = ("--model.generation.do_sample", "false", "--model.generation.max_new_tokens", "8")
@@ -44,8 +32,8 @@ PROMPTS = ["the ", "a b"]
 
 
 @dataclass
-class Trained:
-    """A task's fitted checkpoint, copied alone into its own folder, and the data it was fitted on."""
+class Alone:
+    """A task's reference checkpoint, alone in a folder of its own, the data it was fitted on, and a new cache."""
 
     task: str
     ckpt: Path
@@ -60,24 +48,15 @@ class Trained:
         return made
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Trained]:
-    """Fit a task once (in a fresh process) and hand its last.ckpt, alone in a new folder, to every test."""
-    done: dict[str, Trained] = {}
+@pytest.fixture(scope="session")
+def trained(reference: Callable[[str], Reference]) -> Callable[[str], Alone]:
+    """The task's reference last.ckpt alone (its run folder renamed away), with an empty cache of its own."""
 
-    def fit(task: str) -> Trained:
-        if task not in done:
-            root = tmp_path_factory.mktemp(task)
-            config = tiny_task_config(task, root / "data", root / "run", **EXPORTABLE[task])
-            tetraformer("fit", "-c", write_yaml(root / "fit.yaml", config), cache_dir=root / "cache")
-            alone = root / "alone" / "last.ckpt"
-            alone.parent.mkdir()
-            shutil.copy(root / "run" / "checkpoints" / "last.ckpt", alone)
-            shutil.rmtree(root / "run")  # nothing of the run is left to lean on
-            done[task] = Trained(task, alone, write_task_data(task, root / "data"), root / "cache2")
-        return done[task]
+    def alone(task: str) -> Alone:
+        ref = reference(task)
+        return Alone(task, ref.alone, ref.data, ref.base / "cache-commands")
 
-    return fit
+    return alone
 
 
 def predictions(folder: Path) -> list[dict[str, Any]]:
@@ -97,7 +76,7 @@ def logged_metric(folder: Path, name: str) -> float:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", LABELLED)
-def test_predicted_labels_score_what_test_reports(trained: Callable[[str], Trained], task: str) -> None:
+def test_predicted_labels_score_what_test_reports(trained: Callable[[str], Alone], task: str) -> None:
     """`test` and `predict` on the same rows, from the checkpoint alone: predict's accuracy is test's."""
     run = trained(task)
     val = run.data["val_path"]
@@ -110,7 +89,7 @@ def test_predicted_labels_score_what_test_reports(trained: Callable[[str], Train
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", GENERATIVE)
-def test_predict_generates_what_generate_does(trained: Callable[[str], Trained], task: str, tmp_path: Path) -> None:
+def test_predict_generates_what_generate_does(trained: Callable[[str], Alone], task: str, tmp_path: Path) -> None:
     """`predict` on a prompts file and `generate` on its first prompt, greedy, from the checkpoint alone: one text."""
     run = trained(task)
     prompts = tmp_path / "prompts.jsonl"
@@ -146,8 +125,8 @@ def prompt_row(task: str, prompt: str, index: int) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", list(EXPORTABLE))
-def test_export_predicts_what_the_checkpoint_does(trained: Callable[[str], Trained], task: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("task", list(REFERENCE))
+def test_export_predicts_what_the_checkpoint_does(trained: Callable[[str], Alone], task: str, tmp_path: Path) -> None:
     """`convert to-hf` from the checkpoint alone writes a folder transformers loads, whose outputs are ours."""
     run = trained(task)
     out = tmp_path / "hf"

@@ -1,6 +1,8 @@
-"""Exact resume, for every task, in fresh processes: a fit killed with SIGKILL at a random moment after its first
-periodic checkpoint, resumed with `fit --ckpt_path last`, ends with every weight and optimizer tensor equal
-(torch.equal) to the run that never stopped."""
+"""Exact resume and same seed = same weights, for every task, in fresh processes: a fit of the task's reference
+config on an empty cache dir of its own, killed with SIGKILL at a random moment after its first periodic checkpoint
+and resumed with `fit --ckpt_path last`, ends with every weight and optimizer tensor equal (torch.equal) to the
+reference run, which never stopped and filled another empty cache. The two runs timed their kernel choices apart,
+each while the machine was busy with other tests, so one check proves both promises."""
 
 from __future__ import annotations
 
@@ -15,39 +17,20 @@ import pytest
 import torch
 
 from tests.processes import differing, killed_after, tetraformer, write_yaml
-from tests.promises.tasks import SAVE_EVERY, STEPS, TASKS, tiny_task_config
+from tests.promises.conftest import LAST, Reference
+from tests.promises.tasks import SAVE_EVERY, STEPS, TASKS
 from tests.training.resume_runs import paced
 
 pytestmark = pytest.mark.slow
-LAST = Path("checkpoints") / "last.ckpt"
 KILL_WITHIN_S = 1.0  # the kill lands this long at most after the first last.ckpt (the run is held at step 18)
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """`uninterrupted(task)`: the folder of the task's run that never stopped (its data, cache and `ref` run)."""
-    runs: dict[str, Path] = {}
-
-    def run(task: str) -> Path:
-        if task not in runs:
-            base = tmp_path_factory.mktemp(task)
-            config = write_yaml(base / "ref.yaml", tiny_task_config(task, base, base / "ref"))
-            tetraformer("fit", "-c", config, cache_dir=base / "cache")
-            runs[task] = base
-        return runs[task]
-
-    return run
-
-
-def killed(
-    task: str, base: Path, name: str, cache: Path | None = None, model: dict[str, Any] | None = None
-) -> tuple[Path, int]:
-    """The task's run `name` (with `model` options), paced, killed with SIGKILL at a random moment after its first
-    periodic last.ckpt (in `cache`, by default the uninterrupted run's, as on one machine): its config and the step
-    its last.ckpt holds."""
+def killed(config: dict[str, Any], base: Path, name: str, cache: Path) -> tuple[Path, int]:
+    """Run `config` (paced) as run `name` in `base` on `cache`, killed with SIGKILL at a random moment after its first
+    periodic last.ckpt: the config's path and the step its last.ckpt holds."""
     release = base / f"{name}.release"
-    run = tiny_task_config(task, base, base / name, trainer=paced(release), model=model or {})
-    config = write_yaml(base / f"{name}.yaml", run)
+    config["trainer"].setdefault("callbacks", []).extend(paced(release)["callbacks"])
+    path = write_yaml(base / f"{name}.yaml", config)
     last = base / name / LAST
     kill_at: list[float] = []
 
@@ -56,36 +39,46 @@ def killed(
             kill_at.append(time.monotonic() + random.uniform(0, KILL_WITHIN_S))
         return bool(kill_at) and time.monotonic() >= kill_at[0]
 
-    killed_after("fit", "-c", config, cache_dir=cache or base / "cache", ready=ready)
+    killed_after("fit", "-c", path, cache_dir=cache, ready=ready)
     release.touch()  # a resumed run is not held
-    return config, torch.load(last, map_location="cpu", weights_only=False)["global_step"]
+    return path, torch.load(last, map_location="cpu", weights_only=False)["global_step"]
+
+
+def killed_and_resumed(ref: Reference, name: str, lose_position: bool = False) -> tuple[Path, int]:
+    """The reference's config as run `name` on a new empty cache, killed after its first checkpoint and resumed (with
+    `lose_position`, from a checkpoint stripped of its training loader's position): its last.ckpt and the kill step."""
+    cache = ref.base / f"cache-{name}"
+    config, step = killed(ref.config(ref.base / name), ref.base, name, cache)
+    last = ref.base / name / LAST
+    if lose_position:
+        checkpoint = torch.load(last, map_location="cpu", weights_only=False)
+        assert checkpoint["loops"]["fit_loop"]["state_dict"].pop("combined_loader"), "no loader position to drop"
+        torch.save(checkpoint, last)
+    tetraformer("fit", "-c", config, "--ckpt_path", "last", cache_dir=cache)
+    return last, step
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_killed_run_resumes_to_the_uninterrupted_weights(
-    task: str, uninterrupted: Callable[[str], Path], tmp_path: Path
+def test_killed_run_on_a_cold_cache_resumes_to_the_reference_weights(
+    task: str, reference: Callable[[str], Reference], tmp_path: Path
 ) -> None:
-    """kill -9 mid-run, `fit --ckpt_path last` in a new process: every tensor equals the uninterrupted run's."""
-    base = uninterrupted(task)
-    config, step = killed(task, base, "killed")
+    """kill -9 mid-run, `fit --ckpt_path last` in a new process, another empty cache: every tensor as the reference."""
+    ref = reference(task)
+    last, step = killed_and_resumed(ref, "killed")
     assert SAVE_EVERY <= step < STEPS
-    tetraformer("fit", "-c", config, "--ckpt_path", "last", cache_dir=base / "cache")
-    assert differing(base / "ref" / LAST, base / "killed" / LAST) == [], f"{task}, killed after step {step}"
+    assert differing(ref.last, last) == [], f"{task}, killed after step {step}"
     # the check can fail: one optimizer moment one float step away is the one tensor it names
-    nudged = nudge(base / "killed" / LAST, tmp_path / "nudged.ckpt")
-    assert differing(base / "ref" / LAST, tmp_path / "nudged.ckpt") == [nudged]
+    nudged = nudge(last, tmp_path / "nudged.ckpt")
+    assert differing(ref.last, tmp_path / "nudged.ckpt") == [nudged]
 
 
-def test_a_resume_that_loses_the_data_position_is_caught(uninterrupted: Callable[[str], Path]) -> None:
+@pytest.mark.parametrize("task", ["text_classification"])  # on the worker that holds its reference
+def test_a_resume_that_loses_the_data_position_is_caught(task: str, reference: Callable[[str], Reference]) -> None:
     """Negative control: resumed from a checkpoint without its training loader's position (the epoch starts again at
     its first batch, as resumes of epoch-bounded runs once did), the run ends with other weights and moments."""
-    base = uninterrupted("text_classification")
-    config, step = killed("text_classification", base, "lost")
-    checkpoint = torch.load(base / "lost" / LAST, map_location="cpu", weights_only=False)
-    assert checkpoint["loops"]["fit_loop"]["state_dict"].pop("combined_loader"), "no loader position to drop"
-    torch.save(checkpoint, base / "lost" / LAST)
-    tetraformer("fit", "-c", config, "--ckpt_path", "last", cache_dir=base / "cache")
-    assert differing(base / "ref" / LAST, base / "lost" / LAST), f"killed after step {step}"
+    ref = reference(task)
+    last, step = killed_and_resumed(ref, "lost", lose_position=True)
+    assert differing(ref.last, last), f"killed after step {step}"
 
 
 def nudge(path: Path, out: Path) -> str:

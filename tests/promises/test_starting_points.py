@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.processes import differing, tetraformer, write_yaml
+from tests.promises.conftest import LAST
 from tests.promises.tasks import hf_folder, tiny_task_config
-from tests.promises.test_resume import LAST, killed
+from tests.promises.test_resume import killed
 
 LORA = {"rank": 4, "alpha": 8}
 STARTS = {
@@ -30,6 +31,7 @@ def test_a_run_from_a_hugging_face_folder_resumes_to_a_cold_cache_runs_weights(
     model = STARTS[start](hf_folder(task, tmp_path))
     straight = tiny_task_config(task, tmp_path, tmp_path / "straight", model=model)
     tetraformer("fit", "-c", write_yaml(tmp_path / "straight.yaml", straight), cache_dir=tmp_path / "cache-a")
-    config, step = killed(task, tmp_path, "killed", cache=tmp_path / "cache-b", model=model)
+    run = tiny_task_config(task, tmp_path, tmp_path / "killed", model=model)
+    config, step = killed(run, tmp_path, "killed", cache=tmp_path / "cache-b")
     tetraformer("fit", "-c", config, "--ckpt_path", "last", cache_dir=tmp_path / "cache-b")
     assert differing(tmp_path / "straight" / LAST, tmp_path / "killed" / LAST) == [], f"killed after step {step}"
