@@ -124,12 +124,6 @@ def test_a_resume_mid_epoch_keeps_epochs_steps_and_throughput(resumed: Path) -> 
     assert checkpoint(resumed)["global_step"] == 16
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a fit that stops between validation intervals (and validates on the step it stops on) resumes with the "
-    "loggers' step (Lightning's _batches_that_stepped) one low: every row of the resumed fit sits at global_step - 2 "
-    "(a fit stopped on an interval's validation resumes right)",
-)
 def test_a_resumed_run_logs_at_the_steps_a_straight_run_does(resumed: Path) -> None:
     """After the resume, rows sit at global_step - 1 as before: train rows every third step and none twice,
     validations at 15 and at the 16 it stops on, W&B rows from the checkpoint's step on."""

@@ -27,6 +27,7 @@ from tetraformer.training.callbacks.progress_lines import ProgressLines
 from tetraformer.training.callbacks.throughput import Throughput
 from tetraformer.training.callbacks.token_budget import TokenBudget
 from tetraformer.training.callbacks.unstarted import DiscardUnstartedLogs
+from tetraformer.training.checkpointing.logging_step import LoggingStep
 from tetraformer.training.checkpointing.periodic import PeriodicCheckpoint, last_ckpt
 from tetraformer.training.checkpointing.preemption import Preemption
 from tetraformer.training.checkpointing.resume import DataPosition, RandomState
@@ -171,8 +172,9 @@ def default_callbacks(
      4. as configured: TokenBudget (reads Throughput's count, so after it), SamplesTable, EarlyStopping;
         with a progress bar (`progress_bar`, cli/app.py decides) RichProgressBar on a terminal, else when training
         ProgressLines (log lines; reads Throughput's counts, so after it);
-     5. when training: DataPosition (the checkpoint's loader state, where Lightning left it unloaded), then
-        RandomState (after what the others draw at train start, such as the peak probe or a new loader pass);
+     5. when training: DataPosition (the checkpoint's loader state, where Lightning left it unloaded), LoggingStep
+        (the loggers' step of a checkpoint a stop's validation saves), then RandomState (after what the others draw
+        at train start, such as the peak probe or a new loader pass);
      6. `predict`: JsonlPredictionWriter (added by cli/app.py);
      7. Lightning's own when none is given: ModelSummary, TQDMProgressBar, Timer (`--trainer.max_time`); then the
         task module's `configure_callbacks` (image classification: AttentionRolloutImages);
@@ -201,5 +203,5 @@ def default_callbacks(
         every = (run.progress_every_n_steps, run.progress_every_s)
         callbacks.append(ProgressLines(*every, counter=throughput, max_tokens=run.max_tokens))
     if training:  # last: restores the RNG states after what the others draw at train start (a peak probe)
-        callbacks += [DataPosition(), RandomState()]
+        callbacks += [DataPosition(), LoggingStep(), RandomState()]
     return callbacks
