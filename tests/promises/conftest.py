@@ -9,6 +9,7 @@ cannot lean on the run's tokenizer or files.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ class Reference:
     base: Path  # the task's folder: data/, the caches, and the runs a test adds beside the reference
     last: Path  # the reference's last.ckpt (in its run folder, renamed after the fit)
     alone: Path  # a copy of last.ckpt, alone in a folder of its own
+    said: str = ""  # what the fit wrote to stderr
 
     @property
     def data(self) -> dict[str, str]:
@@ -70,7 +72,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Refer
             base = tmp_path_factory.mktemp(f"reference-{task}")
             ref = Reference(task, base, base / "ref-moved" / LAST, base / "alone" / "last.ckpt")
             config = write_yaml(base / "ref.yaml", ref.config(base / "ref"))
-            tetraformer("fit", "-c", config, cache_dir=base / "cache-ref")
+            said = tetraformer("fit", "-c", config, cache_dir=base / "cache-ref").stderr
+            ref = dataclasses.replace(ref, said=said)
             (base / "ref").rename(base / "ref-moved")
             ref.alone.parent.mkdir()
             shutil.copy(ref.last, ref.alone)

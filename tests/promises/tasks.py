@@ -8,13 +8,14 @@ crosses an epoch's end, validations in the middle, and last.ckpt written every f
 from __future__ import annotations
 
 import copy
+import shutil
 from pathlib import Path
 from typing import Any
 
 from tests.data.quadrant_images import write_folder
 from tests.hf_folders import tiny_bert
 from tests.tasks.image_classification.conftest import tiny_config as image_config
-from tests.tasks.instruction_tuning.conftest import qwen2_folder
+from tests.tasks.instruction_tuning.conftest import CHATS, qwen2_folder
 from tests.tasks.instruction_tuning.conftest import tiny_config as chat_config
 from tests.tasks.language_modeling.conftest import TEXT
 from tests.tasks.language_modeling.conftest import tiny_config as lm_config
@@ -60,8 +61,8 @@ def write_task_data(task: str, root: Path) -> dict[str, str]:
     if task == "language_modeling":
         corpus = _written(root / "corpus.txt", lambda p: p.write_text(TEXT * 12))
         return {"train_path": str(corpus), "documents": "line"}
-    if task == "instruction_tuning":
-        return {}  # its tiny config reads the packaged chats
+    if task == "instruction_tuning":  # a copy of the packaged chats its tiny config reads (a test may edit it)
+        return {"train_path": str(_written(root / "chats.jsonl", lambda p: shutil.copyfile(CHATS, p)))}
     if task == "text_classification":
         return _splits(root, "csv", lambda path, n, seed: write_csv(path, labelled_rows(n, seed)))
     if task == "token_classification":

@@ -8,33 +8,29 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.processes import failing, tetraformer, write_yaml
-from tests.promises.tasks import SAVE_EVERY, TASKS, tiny_task_config, write_task_data
-from tests.tasks.instruction_tuning.conftest import CHATS
+from tests.promises.conftest import Reference
+from tests.promises.tasks import STEPS, TASKS, write_task_data
 
 pytestmark = pytest.mark.slow
 
-RESUMED_STEPS = SAVE_EVERY + 2  # the first fit stops at its first checkpoint; a resume trains two steps more
+RESUMED_STEPS = STEPS + 2  # a resume trains two steps past the reference run's end
 
 
-def fitted(task: str, tmp_path: Path) -> tuple[Path, Path]:
-    """A fit of the task's promise config that stopped at its first checkpoint: the config and the file it trains
-    on (the training file, or an image of the training folder)."""
-    data = tmp_path / "data"
-    paths = write_task_data(task, data)
-    if task == "instruction_tuning":  # its config reads the packaged chats: train on a copy here instead
-        paths = {"train_path": str(shutil.copy(CHATS, data / "chats.jsonl"))}
-    trainer = {"max_steps": SAVE_EVERY}
-    config = tiny_task_config(task, data, tmp_path / "run", trainer=trainer, data=paths)
-    path = write_yaml(tmp_path / "config.yaml", config)
-    tetraformer("fit", "-c", path, cache_dir=tmp_path / "cache")
-    train = Path(paths["train_path"])
-    return path, (sorted(train.rglob("*.png"))[0] if train.is_dir() else train)
+def fitted(ref: Reference, tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the task's reference run and of its data in `tmp_path` (the same content elsewhere is the same data):
+    the config that resumes it, and the file it trains on (the training file, or an image of the training folder)."""
+    shutil.copytree(ref.last.parents[1], tmp_path / "run")
+    data = write_task_data(ref.task, tmp_path / "data")
+    config = write_yaml(tmp_path / "config.yaml", ref.config(tmp_path / "run", data=data))
+    train = Path(data["train_path"])
+    return config, (sorted(train.rglob("*.png"))[0] if train.is_dir() else train)
 
 
 def edit_keeping_size(path: Path) -> None:
@@ -64,8 +60,10 @@ def run_files(run: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_changed_data_stops_a_resume_in_one_line(tmp_path: Path, task: str) -> None:
-    config, train = fitted(task, tmp_path)
+def test_changed_data_stops_a_resume_in_one_line(
+    tmp_path: Path, task: str, reference: Callable[[str], Reference]
+) -> None:
+    config, train = fitted(reference(task), tmp_path)
     run, cache = tmp_path / "run", tmp_path / "cache"
     before = run_files(run)
     assert any(name.startswith("checkpoints/") for name in before)
@@ -82,8 +80,9 @@ def test_changed_data_stops_a_resume_in_one_line(tmp_path: Path, task: str) -> N
     assert tokenizer == {name: data for name, data in before.items() if not name.startswith("checkpoints/")}
 
 
-def test_the_same_content_touched_resumes(tmp_path: Path) -> None:
-    config, train = fitted("language_modeling", tmp_path)
+@pytest.mark.parametrize("task", ["language_modeling"])  # on the worker that holds its reference
+def test_the_same_content_touched_resumes(tmp_path: Path, task: str, reference: Callable[[str], Reference]) -> None:
+    config, train = fitted(reference(task), tmp_path)
     os.utime(train, (1, 1))  # another modification time, the same bytes
     resume = ["fit", "-c", config, "--ckpt_path", "last", "--trainer.max_steps", RESUMED_STEPS]
     done = tetraformer(*resume, cache_dir=tmp_path / "cache")

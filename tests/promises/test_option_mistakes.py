@@ -4,12 +4,14 @@ tokenizer is trained or store built."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.processes import failing, tetraformer, write_yaml
+from tests.processes import failing, write_yaml
+from tests.promises.conftest import Reference
 from tests.promises.tasks import tiny_task_config
 from tests.tasks.instruction_tuning.conftest import qwen2_folder
 
@@ -87,13 +89,17 @@ def refused_early(command: str, task: str, mistake: Args, words: tuple[str, ...]
     nothing_built(run, cache)
 
 
-def test_a_resumed_run_refuses_another_architecture(tmp_path: Path) -> None:
+@pytest.mark.parametrize("task", ["text_classification"])  # on the worker that holds its reference
+def test_a_resumed_run_refuses_another_architecture(
+    task: str, reference: Callable[[str], Reference], tmp_path: Path
+) -> None:
     """Issue 62: `fit --ckpt_path CKPT --model.arch.d_model 64` on a d_model 32 checkpoint dropped the override
-    without a word (a path) or died loading mismatched weights (`last`): one line naming it and --model.init_from."""
+    without a word (a path) or died loading mismatched weights (`last`): one line naming it and --model.init_from.
+    (On a copy of the task's reference run.)"""
+    ref = reference(task)
     run = tmp_path / "run"
-    config = tiny_task_config("text_classification", tmp_path / "data", run, trainer={"max_steps": 4})
-    path = write_yaml(tmp_path / "config.yaml", config)
-    tetraformer("fit", "-c", path, cache_dir=tmp_path / "cache")
+    shutil.copytree(ref.last.parents[1], run)
+    path = write_yaml(tmp_path / "config.yaml", ref.config(run))
     ckpt = run / "checkpoints" / "last.ckpt"
     for given in (ckpt, "last"):
         said = failing(
