@@ -36,7 +36,8 @@ if TYPE_CHECKING:  # pyarrow and `datasets` load when a table is read
 log = logging.getLogger(__name__)
 
 HF_PREFIX = "hf:"
-TABLE_SUFFIXES = (".parquet", ".arrow")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+TABLE_SUFFIXES = (*PARQUET_SUFFIXES, ".arrow")
 DICT_FILE, STATE_FILE = "dataset_dict.json", "state.json"  # what save_to_disk writes (datasets.config's names)
 BATCH_ROWS = 1024
 Row = dict[str, Any]
@@ -290,25 +291,50 @@ def _schema(path: Path) -> pa.Schema:
     import pyarrow.parquet as pq
 
     try:
-        return pq.read_schema(path) if path.suffix.lower() == ".parquet" else _arrow_table(path).schema
+        return pq.read_schema(path) if path.suffix.lower() in PARQUET_SUFFIXES else _arrow_table(path).schema
     except (pa.ArrowException, OSError) as err:
         raise _corrupt(path, err) from None
 
 
 def _batches(path: Path, columns: Sequence[str] | None) -> Iterator[pa.RecordBatch]:
-    """Record batches of a file: Parquet read batch by batch, Arrow memory-mapped."""
+    """Record batches of a file, an unreadable one a DataError naming it."""
     import pyarrow as pa
+
+    try:
+        yield from table_batches(path, columns)
+    except (pa.ArrowException, OSError) as err:
+        raise _corrupt(path, err) from None
+
+
+def table_batches(path: Path, columns: Sequence[str] | None = None, start: int = 0) -> Iterator[pa.RecordBatch]:
+    """Record batches of a Parquet/Arrow file from row `start` on: Parquet read batch by batch (whole row groups
+    before `start` skipped by their metadata), Arrow memory-mapped. pyarrow's errors pass through."""
     import pyarrow.parquet as pq
 
     wanted = None if columns is None else list(columns)
-    try:
-        if path.suffix.lower() == ".parquet":
-            yield from pq.ParquetFile(path).iter_batches(BATCH_ROWS, columns=wanted)
-        else:
-            table = _arrow_table(path)
-            yield from (table if wanted is None else table.select(wanted)).to_batches(BATCH_ROWS)
-    except (pa.ArrowException, OSError) as err:
-        raise _corrupt(path, err) from None
+    if Path(path).suffix.lower() in PARQUET_SUFFIXES:
+        parquet = pq.ParquetFile(path)
+        groups, first = _row_groups_from(parquet.metadata, start)
+        batches = parquet.iter_batches(BATCH_ROWS, row_groups=groups, columns=wanted) if groups else iter(())
+    else:
+        table = _arrow_table(Path(path))
+        first, batches = 0, iter((table if wanted is None else table.select(wanted)).to_batches(BATCH_ROWS))
+    for batch in batches:
+        skip = min(max(start - first, 0), batch.num_rows)
+        first += batch.num_rows
+        if skip < batch.num_rows:
+            yield batch.slice(skip)
+
+
+def _row_groups_from(metadata: Any, start: int) -> tuple[list[int], int]:
+    """The row groups holding rows `start` on, and the number of the first row of the first of them."""
+    first = 0
+    for group in range(metadata.num_row_groups):
+        rows = metadata.row_group(group).num_rows
+        if first + rows > start:
+            return list(range(group, metadata.num_row_groups)), first
+        first += rows
+    return [], first
 
 
 def _arrow_table(path: Path) -> pa.Table:
@@ -325,7 +351,7 @@ def _arrow_table(path: Path) -> pa.Table:
 
 def _corrupt(path: Path, err: BaseException) -> DataError:
     """A DataError for a file pyarrow cannot read."""
-    kind = "Parquet" if path.suffix.lower() == ".parquet" else "Arrow"
+    kind = "Parquet" if path.suffix.lower() in PARQUET_SUFFIXES else "Arrow"
     return DataError(f"not a readable {kind} file ({_one_line(err)})", path)
 
 

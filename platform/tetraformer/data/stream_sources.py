@@ -1,10 +1,10 @@
 """A source file's documents as numbered pieces, readable from any piece on: the positions a stream resumes from.
 
 Plain text and JSONL/JSON/CSV/TSV are read by the validating readers of text.py (file:line errors), Parquet
-(`.parquet`, `.pq`) by pyarrow a batch of rows at a time (file and row in errors). A piece is a document, or a
-safe part of a long `documents: file` text (token_stream.corpus_pieces); pieces are numbered from 0 across the
-whole file, so (file, piece) names the same text whatever share of the file a reader keeps. Starting at piece n
-skips the earlier ones without tokenizing them (Parquet skips whole row groups by their metadata).
+(`.parquet`, `.pq`) a batch of rows at a time by hf_sources' table reader (file and row in errors). A piece is a
+document, or a safe part of a long `documents: file` text (token_stream.corpus_pieces); pieces are numbered from 0
+across the whole file, so (file, piece) names the same text whatever share of the file a reader keeps. Starting at
+piece n skips the earlier ones without tokenizing them (Parquet skips whole row groups by their metadata).
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from tetraformer.data.errors import DataError
+from tetraformer.data.hf_sources import PARQUET_SUFFIXES, table_batches
 from tetraformer.data.lines import iter_lines
 from tetraformer.data.text import iter_documents, text_format
 from tetraformer.data.token_stream import Encode, corpus_pieces
 
-PARQUET_SUFFIXES = (".parquet", ".pq")
-PARQUET_BATCH_ROWS = 1024  # rows read at a time: a row group can hold millions
 NumberedPiece = tuple[int, str, bool]  # piece number in its file, text, whether it ends its document
 
 
@@ -71,21 +70,17 @@ def sample_text(files: list[Path], options: dict[str, Any], max_chars: int) -> s
 
 # --- Parquet ---------------------------------------------------------------------------------------
 def parquet_texts(path: Path, field: str, start: int = 0) -> Iterator[tuple[int, str]]:
-    """(row number from 0, text) of a Parquet file's `field` column from row `start` on."""
+    """(row number from 0, text) of a Parquet file's `field` column from row `start` on (hf_sources' table reader)."""
     import pyarrow as pa
 
-    parquet = open_parquet(path, field)
-    groups, first = _row_groups_from(parquet.metadata, start)
-    if not groups:
-        return
-    row = first
+    open_parquet(path, field)
+    row = start
     try:
-        for batch in parquet.iter_batches(PARQUET_BATCH_ROWS, row_groups=groups, columns=[field]):
+        for batch in table_batches(path, [field], start):
             for value in batch.column(0).to_pylist():
-                if row >= start:
-                    if value is None:
-                        raise DataError(f"row {row + 1}: column {field!r} is null; every row needs a text", path)
-                    yield row, value
+                if value is None:
+                    raise DataError(f"row {row + 1}: column {field!r} is null; every row needs a text", path)
+                yield row, value
                 row += 1
     except (OSError, pa.ArrowException) as err:
         raise DataError(f"cannot read rows from row {row + 1} on ({one_line(err)})", path) from None
@@ -110,17 +105,6 @@ def open_parquet(path: Path, field: str) -> Any:
     if parquet.metadata.num_rows == 0:
         raise DataError("Parquet file has no rows", path)
     return parquet
-
-
-def _row_groups_from(metadata: Any, start: int) -> tuple[list[int], int]:
-    """The row groups holding rows `start` on, and the number of the first row of the first of them."""
-    first = 0
-    for group in range(metadata.num_row_groups):
-        rows = metadata.row_group(group).num_rows
-        if first + rows > start:
-            return list(range(group, metadata.num_row_groups)), first
-        first += rows
-    return [], first
 
 
 def one_line(err: BaseException) -> str:
