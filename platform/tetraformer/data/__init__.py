@@ -2,11 +2,12 @@
 
 One pipeline for every task:
 
-    source: files, globs, `datasets` folders, Parquet/Arrow, hf:NAME    (files.py, hf_sources.py, records.py, text.py)
+    source: files, globs, `datasets` folders, Parquet/Arrow, hf:NAME   (files.py, hf_sources.py, records.py, text.py)
       -> rendered rows (a task's build_rows, `tokenize_rows`)            or token pieces (corpus_store.py)
       -> ONE store: Arrow tables + manifest.json, keyed, checksummed   (store.py, store_integrity.py)
       -> rows by index (store_rows.py)  or  blocks by offset (token_blocks.py)
-      -> ONE resumable training loader (training/checkpointing/resume.py)
+      -> ONE kind of training loader, a PositionLoader: its state is every rank's position after the last batch
+         training took, resumed exactly (training/checkpointing/resume.py; a stream's: stream_loader.py)
 
 A streamed corpus (`--data.streaming`) skips the store for training: it is tokenized as it is read
 (token_stream_dataset.py), and its held-out start is a corpus store like any other.
