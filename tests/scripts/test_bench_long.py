@@ -41,26 +41,76 @@ def rows_of(text: str, header: str) -> list[list[str]]:
     return table
 
 
-@pytest.mark.slow  # spawns a process per cell
+def number(cell: str) -> float:
+    """A table cell's number (thousands separators allowed)."""
+    return float(cell.replace(",", ""))
+
+
+def run_tiny(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> str:
+    """bench_long's output for `argv` at tiny settings, where too little free memory skips the quadratic kernels at
+    T = 64 (math at 64 needs more than twice flash's estimate)."""
+    monkeypatch.setenv("TETRAFORMER_CACHE_DIR", str(tmp_path))
+    limit = bench_long.attention_bytes("flash", 64, bench_long.torch.device("cpu"))
+    monkeypatch.setattr(bench_long, "free_bytes", lambda device: 2 * limit)
+    threads = bench_long.torch.get_num_threads()
+    try:
+        with bench_long.torch.random.fork_rng():  # the cells seed; the test process's RNG stays as it was
+            bench_long.main(
+                [
+                    *argv,
+                    "--tokens",
+                    "64",
+                    "--attn-dtypes",
+                    "fp32",
+                    "--steps",
+                    "1",
+                    "--calls",
+                    "1",
+                    "--threads",
+                    "1",
+                    "--markdown",
+                ]
+            )
+    finally:
+        bench_long.torch.set_num_threads(threads)
+    return capsys.readouterr().out
+
+
 def test_tiny_run_prints_a_row_per_family_length_and_kernel(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """Both tables at T = 32 (ViT: 36) and attention at 32 and 64, where too little free memory skips the
-    quadratic kernels at 64: every row present, measured cells positive."""
-    monkeypatch.setenv("TETRAFORMER_CACHE_DIR", str(tmp_path))
-    limit = bench_long.attention_bytes("flash", 64, bench_long.torch.device("cpu"))  # math at 64 needs more
-    monkeypatch.setattr(bench_long, "free_bytes", lambda device: 2 * limit)
-    argv = ["--lengths", "32", "--tokens", "64", "--attn-lengths", "32", "64", "--attn-dtypes", "fp32"]
-    bench_long.main([*argv, "--steps", "1", "--calls", "1", "--threads", "1", "--markdown"])
-    out = capsys.readouterr().out
+    """Both tables at T = 32 (ViT: 36) and attention at 32 and 64, the cells run in this process (the spawned
+    processes are the next test's): every row present, measured cells positive, quadratic kernels skipped at 64."""
+    monkeypatch.setattr(bench_long, "in_child", lambda fn, *args: fn(*args))
+    out = run_tiny(["--lengths", "32", "--attn-lengths", "32", "64"], monkeypatch, tmp_path, capsys)
     assert "torch " in out and "fresh spawned process" in out
     models = rows_of(out, "family")
     assert [(r[0], r[1], r[2]) for r in models] == [(f, "bf16", "36" if f == "vit" else "32") for f in FAMILIES]
     for row in models:
-        assert float(row[4].replace(",", "")) > 0 and float(row[5].replace(",", "")) > 0  # tokens/s
-        assert float(row[7].replace(",", "")) >= 0 and float(row[8].replace(",", "")) >= 0  # MiB
+        assert number(row[4]) > 0 and number(row[5]) > 0  # tokens/s
+        assert number(row[7]) >= 0 and number(row[8]) >= 0  # MiB
     attention = rows_of(out, "dtype")
     assert [(r[0], r[1]) for r in attention] == [("fp32", "32"), ("fp32", "64")]
-    assert all(float(c.replace(",", "")) >= 0 for c in attention[0][2:])
+    assert all(number(c) >= 0 for c in attention[0][2:])
     assert attention[1][2].startswith("skipped (needs") and attention[1][4].startswith("skipped (needs")
-    assert float(attention[1][6].replace(",", "")) > 0  # flash still runs
+    assert number(attention[1][6]) > 0  # flash still runs
+
+
+@pytest.mark.slow  # spawns a process per cell: 3 for the family, 1 for flash
+def test_each_cell_runs_in_a_spawned_process(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """One family at T = 32 and attention at 64 (the quadratic kernels skipped) through fresh spawned processes:
+    each cell comes back measured, not as a failed process's message."""
+    spawned, in_child = [], bench_long.in_child
+    monkeypatch.setattr(bench_long, "in_child", lambda *args: spawned.append(args[0]) or in_child(*args))
+    argv = ["--families", "gpt", "--lengths", "32", "--attn-lengths", "64"]
+    out = run_tiny(argv, monkeypatch, tmp_path, capsys)
+    (model,) = rows_of(out, "family")
+    assert model[:3] == ["gpt", "bf16", "32"]
+    assert number(model[4]) > 0 and number(model[5]) > 0 and number(model[7]) >= 0 and number(model[8]) >= 0
+    (attention,) = rows_of(out, "dtype")
+    assert attention[2].startswith("skipped (needs") and number(attention[6]) > 0
+    assert spawned == [bench_long.memory_cell, bench_long.memory_cell, bench_long.time_cell, bench_long.attention_cell]
