@@ -15,6 +15,7 @@ from tests.promises.tasks import tiny_task_config
 from tests.tasks.instruction_tuning.conftest import qwen2_folder
 from tetraformer.data import train_tokenizer
 
+pytestmark = pytest.mark.slow  # every test starts the installed script (seconds of imports on 2 cores)
 QUESTION = "What is the opposite of hot?"
 REPLY_TOKENS = 24  # the chat run's decoding budget: both sides use it from the checkpoint / the export's defaults
 
@@ -60,7 +61,6 @@ def test_to_hf_writes_a_new_folder_and_replaces_a_previous_export(gpt2_ckpt: Pat
     transformers.AutoModelForCausalLM.from_pretrained(out)
 
 
-@pytest.mark.slow
 def test_lora_chat_export_replies_as_generate_does(tmp_path: Path) -> None:
     """LoRA on a Qwen2 folder, chat SFT; `generate --chat` from the adapters checkpoint; `convert to-hf`: transformers'
     `generate` on the export, with the export's own defaults and chat template, gives our reply's ids and stops
