@@ -13,6 +13,7 @@ import torch
 from lightning.pytorch.cli import LightningCLI
 from torch import nn
 
+from tests import processes
 from tests.cli_runner import TEST_SEED
 from tetraformer.core import CausalLM, ImageEncoder, Seq2SeqLM, TextEncoder, TransformerConfig
 
@@ -42,6 +43,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # Fixtures that run the `tetraformer` CLI (a fit, or a command on a checkpoint a fit made): their tests are `slow`.
+# The runners of tests/processes.py: a test module that imports one starts the installed script (seconds of imports
+# a process), so its tests are `slow` too.
+PROCESS_RUNNERS = ("tetraformer", "failing", "killed_after")
 FIT_FIXTURES = {"run_cli", "trained", "trained_run", "uninterrupted", "stopped", "nan_run", "compared", "runs"}
 
 
@@ -55,7 +59,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark `slow` the tests that run the CLI or several processes (with a longer hang guard for the latter); skip
     tests marked `gpu` without CUDA."""
     for item in items:
-        if "distributed" in item.keywords or FIT_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if "distributed" in item.keywords or FIT_FIXTURES & set(getattr(item, "fixturenames", ())) or starts(item):
             item.add_marker(pytest.mark.slow)
         several = "distributed" in item.keywords or item.path.parent.name == "promises"
         if several and item.get_closest_marker("timeout") is None:
@@ -63,6 +67,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
         item.add_marker(pytest.mark.xdist_group(worker_group(item)))
+
+
+def starts(item: pytest.Item) -> bool:
+    """Whether the test's module runs the installed script in new processes (tests/processes.py's runners)."""
+    module = getattr(item, "module", None)
+    return any(getattr(module, name, None) is getattr(processes, name) for name in PROCESS_RUNNERS)
 
 
 def worker_group(item: pytest.Item) -> str:
