@@ -19,16 +19,17 @@ def write_yaml(path: Path, config: dict) -> Path:
     return path
 
 
-@pytest.mark.slow  # a 10-step pretraining, then two fits and two tests in child processes
+@pytest.mark.slow  # a 4-step pretraining, then two fits and two tests in this process
 def test_curve_from_scratch_and_a_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Budget 0 trains from scratch, budget 10 from the kept step-10.ckpt; both are tested on the test split, the
-    table has a row each, and a second call reuses the finished runs instead of training again."""
+    """Budget 0 trains from scratch, budget 4 from the kept step-4.ckpt; both are tested on the test split, the
+    table has a row each, and a second call reuses the finished runs instead of training again. The runs' commands
+    go through the CLI in this process (`cli`'s child process is the next test's)."""
     splits = {
         n: write_csv(tmp_path / f"{n}.csv", labelled_rows(k, s)) for n, k, s in (("train", 96, 0), ("test", 30, 2))
     }
     pretrain = pretrain_config(tmp_path / "mlm", train_path=str(splits["train"]), text_field="text")
-    pretrain["trainer"].update(max_steps=10, val_check_interval=10)
-    pretrain["run"]["keep_every_n_steps"] = 10
+    pretrain["trainer"].update(max_steps=4, val_check_interval=4)
+    pretrain["run"]["keep_every_n_steps"] = 4
     tetraformer(["fit", "-c", str(write_yaml(tmp_path / "mlm.yaml", pretrain))])
 
     shape = dict(pretrain["model"]["init_args"]["arch"])
@@ -41,17 +42,27 @@ def test_curve_from_scratch_and_a_snapshot(tmp_path: Path, monkeypatch: pytest.M
     argv = ["--pretrained", str(tmp_path / "mlm"), "--out", str(tmp_path / "curve"), "--test_path", str(splits["test"])]
     argv += ["--finetune", str(write_yaml(tmp_path / "ft.yaml", finetune))]
     argv += ["--scratch", str(write_yaml(tmp_path / "scratch.yaml", scratch)), "--", "--trainer.max_epochs", "2"]
+    commands: list[str] = []
+    monkeypatch.setattr(pretraining_curve, "cli", lambda *args: commands.append(args[0]) or tetraformer(list(args)))
     rows = pretraining_curve.main(argv)
 
-    assert [budget.steps for budget, _ in rows] == [0, 10]
-    assert rows[1][0].mlm_accuracy is not None  # the pretraining validated at step 10
+    assert commands == ["fit", "test", "fit", "test"]
+    assert [budget.steps for budget, _ in rows] == [0, 4]
+    assert rows[1][0].mlm_accuracy is not None  # the pretraining validated at step 4
     for _, (result,) in rows:
         assert 0.0 <= result["test/acc"] <= 1.0
     curve = (tmp_path / "curve" / "curve.md").read_text()
-    assert "| 0 (from scratch) |" in curve and "| 10 |" in curve
+    assert "| 0 (from scratch) |" in curve and "| 4 |" in curve
 
     monkeypatch.setattr(pretraining_curve, "cli", lambda *args: pytest.fail(f"ran again: {args}"))
     assert [r for _, r in pretraining_curve.main(argv)] == [r for _, r in rows]
+
+
+@pytest.mark.slow  # one child process
+def test_cli_runs_tetraformer_from_this_checkout_in_a_child(capfd: pytest.CaptureFixture[str]) -> None:
+    """`cli(ARGS...)` is `tetraformer ARGS...` in a child process that imports the platform from this checkout."""
+    pretraining_curve.cli("--help")
+    assert capfd.readouterr().out.startswith("usage: tetraformer")
 
 
 def test_snapshots_sort_by_step(tmp_path: Path) -> None:
