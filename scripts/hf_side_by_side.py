@@ -132,11 +132,16 @@ def write_config(family: str, data: Path, work: Path, size: dict[str, Any]) -> P
     return path
 
 
+def prepare_stores(config: Path, env: dict[str, str]) -> None:
+    """`tetraformer prepare -c CONFIG` in a child process."""
+    command = [sys.executable, "-m", "tetraformer.cli", "prepare", "-c", str(config)]
+    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def prepare(config: Path, env: dict[str, str]) -> None:
     """`tetraformer prepare`: the run tokenizer and stores, once; the config then names that tokenizer."""
     settings = yaml.safe_load(config.read_text())
-    command = [sys.executable, "-m", "tetraformer.cli", "prepare", "-c", str(config)]
-    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prepare_stores(config, env)
     tokenizer = Path(settings["trainer"]["default_root_dir"]) / "tokenizer"
     if tokenizer.exists():
         settings["data"]["init_args"]["tokenizer"] = str(tokenizer)

@@ -8,23 +8,37 @@ from pathlib import Path
 import hf_side_by_side
 import pytest
 
+from tetraformer.cli import main as tetraformer
+
 TEXT = "First Citizen: Before we proceed any further, hear me speak.\nAll: Speak, speak.\n"
 
 
-@pytest.mark.slow  # two child processes: `tetraformer prepare`, then each side's run
-def test_gpt_smoke_run_gives_both_sides_a_finite_metric(tmp_path: Path) -> None:
-    """The GPT family at the smoke size on a small text: ours and HF each train 3 steps and score a finite loss."""
+@pytest.mark.slow  # a child process for each side's run
+def test_gpt_smoke_run_gives_both_sides_a_finite_metric(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPT family at the smoke size on a small text: `tetraformer prepare` (here in this process, on the cache
+    the runs share) then ours and HF, each in its child process, train 3 steps and score a finite loss."""
     text = tmp_path / "data" / "shakespeare"
     text.mkdir(parents=True)
     for split in ("train", "val"):
         (text / f"{split}.txt").write_text(TEXT * 60, encoding="utf-8")
+    monkeypatch.setenv("TETRAFORMER_CACHE_DIR", str(tmp_path / "cache"))  # the children's too (runs_env keeps it)
+    prepared = []
+    monkeypatch.setattr(
+        hf_side_by_side, "prepare_stores", lambda config, env: prepared.append(config) or in_process(config)
+    )
     argv = ["--families", "gpt", "--size", "smoke", "--seeds", "1", "--data", str(tmp_path / "data")]
     results = hf_side_by_side.main([*argv, "--work", str(tmp_path / "work")])
+    assert len(prepared) == 1
     for side in ("ours", "hf"):
         (record,) = results["gpt"][side]
         assert record["steps"] == 3
         assert math.isfinite(record["loss"]) and record["loss"] > 0
         assert record["wall_s"] > 0 and record["cpu_s"] > 0
+
+
+def in_process(config: Path) -> None:
+    """`tetraformer prepare -c CONFIG` in this process."""
+    tetraformer(["prepare", "-c", str(config)])
 
 
 def test_table_gives_mean_and_spread_per_side_and_the_time_ratio() -> None:
