@@ -38,6 +38,14 @@ class CountingLauncher:
         return launch(args, log_file)
 
 
+class FailingLauncher(CountingLauncher):
+    """Records each run's command line and fails it at once, without starting a process."""
+
+    def __call__(self, args: list[str], log_file: Path) -> Launched:
+        self.commands.append(args)
+        return Launched(1, 0.0, "error: no data here")
+
+
 def write_comparison(root: Path, variants: list[dict[str, Any]], **fields: Any) -> Path:
     """A tiny LM base config on the fixture text and a comparison file naming it."""
     corpus = root / "corpus.txt"
@@ -114,12 +122,11 @@ def test_a_failed_run_records_its_error_and_the_rest_go_on(
 
 
 def test_a_restart_skips_finished_runs_and_reruns_failed_ones(
-    compared: tuple[Path, list[RunResult], CountingLauncher], monkeypatch: pytest.MonkeyPatch
+    compared: tuple[Path, list[RunResult], CountingLauncher],
 ) -> None:
     """Run again: the done runs are read back, only the failed one launches again."""
     root, results, _ = compared
-    monkeypatch.setenv("WANDB_MODE", "disabled")
-    launcher = CountingLauncher()
+    launcher = FailingLauncher()  # the broken run fails again, here without a process (the fixture's failed in one)
     again = run_comparison(load_spec(root / "tiny_lm.yaml"), root / "out", launcher)
     assert [args[0] for args in launcher.commands] == ["fit"]
     assert "nonsense" in launcher.commands[0]
@@ -159,20 +166,13 @@ def test_compare_exits_non_zero_when_a_run_failed(
     path = root / "with_broken.yaml"
     path.write_text(yaml.safe_dump({"base": "base.yaml", "variants": [*VARIANTS, BROKEN], "budget": {"max_steps": 4}}))
     out = root / "out"
-    monkeypatch.setenv("WANDB_MODE", "disabled")
+    launcher = FailingLauncher()  # the broken run fails again, here without a process (the fixture's failed in one)
+    monkeypatch.setattr("tetraformer.cli.compare.run_comparison", counted_comparison(launcher))
     with pytest.raises(SystemExit) as ended:
         main(["compare", "-c", str(path), "--out", str(out)])
-    assert ended.value.code == 1
+    assert ended.value.code == 1 and [args[0] for args in launcher.commands] == ["fit"]
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[-1] == f"error: 1 of 3 runs failed: see {out / 'results.md'} and each run's fit.log"
-
-
-class FailingLauncher(CountingLauncher):
-    """Records each run's command line and fails it at once, without starting a process."""
-
-    def __call__(self, args: list[str], log_file: Path) -> Launched:
-        self.commands.append(args)
-        return Launched(1, 0.0, "error: no data here")
 
 
 def test_shared_overrides_reach_every_run_and_all_failing_exits_1(
