@@ -88,9 +88,11 @@ def test_compiled_fit_writes_a_checkpoint_that_loads_eagerly(
     The CPU allocator setting applies to the compiled fit as to an eager one."""
     kept = []
     monkeypatch.setattr("tetraformer.training.base.module.keep_freed_memory", lambda: kept.append(True) or True)
-    run = lm_fit(tmp_path, monkeypatch)("--model.compile", "true", "--model.arch.activation_checkpointing", "true")
+    fit = lm_fit(tmp_path, monkeypatch)
+    short = ["--trainer.max_steps", "2", "--trainer.limit_val_batches", "0"]  # one compiled graph: training's
+    run = fit("--model.compile", "true", "--model.arch.activation_checkpointing", "true", *short)
     assert kept
-    ckpt = assert_usable_checkpoint(run)
+    ckpt = assert_usable_checkpoint(run, steps=2)
     assert ckpt["hyper_parameters"]["compile"] is True
     capsys.readouterr()
     main(["generate", "--ckpt", str(run / "checkpoints" / "last.ckpt"), "--prompt", "First", "--max-new-tokens", "8"])
