@@ -78,6 +78,7 @@ def run_tiny(
     return capsys.readouterr().out
 
 
+@pytest.mark.slow  # trains each family's pair of models a few steps, in this process
 def test_tiny_run_prints_a_row_per_family_length_and_kernel(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
