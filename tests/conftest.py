@@ -15,6 +15,7 @@ from torch import nn
 
 from tests import processes
 from tests.cli_runner import TEST_SEED
+from tests.worker_groups import GroupScheduling, heaviest_first
 from tetraformer.core import CausalLM, ImageEncoder, Seq2SeqLM, TextEncoder, TransformerConfig
 
 TINY: dict[str, Any] = dict(
@@ -55,9 +56,10 @@ FIT_FIXTURES = {"run_cli", "trained", "trained_run", "uninterrupted", "stopped",
 DISTRIBUTED_TIMEOUT_S = 900
 
 
+@pytest.hookimpl(tryfirst=True)  # the marks before `-m` selects by them
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark `slow` the tests that run the CLI or several processes (with a longer hang guard for the latter); skip
-    tests marked `gpu` without CUDA."""
+    tests marked `gpu` without CUDA; order the tests group by group, heaviest first (tests/worker_groups.py)."""
     for item in items:
         if "distributed" in item.keywords or FIT_FIXTURES & set(getattr(item, "fixturenames", ())) or starts(item):
             item.add_marker(pytest.mark.slow)
@@ -66,21 +68,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.timeout(DISTRIBUTED_TIMEOUT_S))
         if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
-        item.add_marker(pytest.mark.xdist_group(worker_group(item)))
+    items[:] = heaviest_first(items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> GroupScheduling | None:
+    """`-n N --dist loadgroup`: hand out whole groups of tests (tests/worker_groups.py), heaviest first."""
+    return GroupScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
 
 
 def starts(item: pytest.Item) -> bool:
     """Whether the test's module runs the installed script in new processes (tests/processes.py's runners)."""
     module = getattr(item, "module", None)
     return any(getattr(module, name, None) is getattr(processes, name) for name in PROCESS_RUNNERS)
-
-
-def worker_group(item: pytest.Item) -> str:
-    """Which tests `pytest -n N --dist loadgroup` keeps on one worker, so module and session fixtures are built
-    once: a test file's tests together, except the promise tests of a task (parametrized by `task`), which share the
-    task's reference run (tests/promises/conftest.py) across files: one group per task."""
-    task = getattr(item, "callspec", None) and item.callspec.params.get("task")
-    return f"promises::{task}" if task and item.path.parent.name == "promises" else str(item.path)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,6 +1,6 @@
 """One reference run per task, fitted once in a fresh process and shared by the promise tests of that task.
 
-The promise tests of a task run on one pytest-xdist worker (tests/conftest.py `worker_group`), so each task's
+The promise tests of a task run on one pytest-xdist worker (tests/worker_groups.py), so each task's
 reference is fitted once per `make test`. Its architecture has a Hugging Face twin (so the export applies); text
 classification trains in bf16-mixed (so exact resume and cache-free numbers are proven under autocast too). After the
 fit its run folder is renamed and its last.ckpt copied alone into a folder of its own: a command run on that copy
