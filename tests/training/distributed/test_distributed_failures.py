@@ -21,9 +21,14 @@ from tetraformer.training.distributed.failures import (
 # Without the watch on the other rank, a dead rank's partner would wait out this collective timeout: the dead-rank
 # tests set it far above ddp_fit's hang guard, so only the watch can end the job in time.
 UNWATCHED_TIMEOUT_S = 900
-# The stalled-rank test's collective timeout. The rendezvous, which waits for rank 1 to start (far longer on a busy
-# machine than on an idle one), gets STARTUP_TIMEOUT_S instead.
-STALL_TIMEOUT_S = 60
+# The stalled-rank test's collective timeout, which the test waits out in full. It only has to outlast the longest
+# wait of one rank for the other between setup (where it takes effect) and the stall at step 3: the post-setup
+# barrier, DDP's parameter broadcast, the sanity validation and three tiny steps, each a fraction of a second of CPU
+# (measured: at most 0.35 s between two collectives, on an idle 2-core machine or beside four busy loops). Nothing
+# waits on a disk before the stall: the first checkpoint is written at the validation of step 5. What is slow on a
+# busy machine (interpreter start, imports, the rendezvous, rank 0's data preparation) comes before setup and gets
+# STARTUP_TIMEOUT_S instead. 10 s leaves a margin of about thirty times the longest measured wait.
+STALL_TIMEOUT_S = 10
 
 
 def seconds_since_failure(tmp_path: Path) -> float:
