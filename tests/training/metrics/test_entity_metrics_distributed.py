@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 from torchmetrics import Metric
 
-from tests.training.labelled import trainer
+from tests.training.labelled import two_ranks
 from tests.training.metrics.test_entity_metrics import LABELS, padded, random_sentences
 from tetraformer.core.config import TransformerConfig
 from tetraformer.training.base.module import TaskModule
@@ -68,7 +68,7 @@ def test_ddp_entity_f1_and_rows_cover_all_processes(tmp_path: Path) -> None:
     """test/entity_f1 over two processes, and the rows rank zero writes, are seqeval's on the whole fixture."""
     true, pred = SENTENCES
     assert sum(size for size, _ in SIZES) == len(true)
-    ddp = trainer(tmp_path, strategy="ddp_spawn", devices=2, use_distributed_sampler=False)
+    ddp = two_ranks(tmp_path)
     result = ddp.test(ReplayTagger(), datamodule=RankHalves())[0]
     assert result["test/entity_f1"] == pytest.approx(f1_score(true, pred, zero_division=0), abs=1e-6)
     rows = json.loads((tmp_path / "rows.json").read_text())

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from tests.training.labelled import trainer
+from tests.training.labelled import two_ranks
 from tests.training.metrics.test_generation_metrics import HYPOTHESES, REFERENCES
 from tetraformer.training.metrics.generation import generation_metrics
 
@@ -49,7 +49,7 @@ class RankShares(L.LightningDataModule):
 def test_ddp_generation_metrics_equal_the_full_data_scores(tmp_path: Path) -> None:
     """BLEU, chrF and ROUGE-1 over two processes equal the scores of all six sentences on one."""
     torch.manual_seed(0)
-    ddp = trainer(tmp_path, strategy="ddp_spawn", devices=2, use_distributed_sampler=False)
+    ddp = two_ranks(tmp_path)
     result = ddp.test(Scorer(), datamodule=RankShares())[0]
     whole = generation_metrics(["rouge1"])["rouge1"]
     whole.update(HYPOTHESES, REFERENCES)

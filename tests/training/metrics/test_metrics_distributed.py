@@ -17,7 +17,7 @@ from tests.training.labelled import (
     LinearNet,
     TinyClassifier,
     fixture,
-    trainer,
+    two_ranks,
     uneven_loader,
 )
 from tetraformer.core.config import TransformerConfig
@@ -39,7 +39,7 @@ class RankHalves(L.LightningDataModule):
 @pytest.mark.distributed
 def test_ddp_metrics_and_reports_cover_all_processes(tmp_path: Path) -> None:
     """test/f1 over two processes equals scikit-learn's on the whole split; rank zero's report counts all."""
-    ddp = trainer(tmp_path, strategy="ddp_spawn", devices=2, use_distributed_sampler=False)
+    ddp = two_ranks(tmp_path)
     result = ddp.test(TinyClassifier(), datamodule=RankHalves())[0]
     x, y = fixture()
     with torch.no_grad():
