@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -140,20 +139,6 @@ def wait_for_step(run: Path, step: int, process: subprocess.Popen, timeout: floa
                 return saved
         time.sleep(0.02)
     raise AssertionError(f"{run}: no last.ckpt at step {step} (exit code {process.poll()})")
-
-
-def killed_run(config: Path, run: Path, at_least: int, release: Path, log: Path) -> int:
-    """A paced fit (`paced(release)`) saving every step, killed with SIGKILL once it has saved step `at_least`, then
-    released: the step it got to."""
-    process = start(config, "--run.save_every_n_steps", "1", log=log)
-    try:
-        wait_for_step(run, at_least, process)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        release.touch()
-        process.wait(timeout=600)
-    assert process.returncode == -signal.SIGKILL
-    return checkpoint(run)["global_step"]
 
 
 def same_tensors(left: dict[str, Any], right: dict[str, Any]) -> bool:
