@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import lightning as L
+import pytest
 import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
+from tests.training.forked_ranks import own_port
 from tetraformer.core.config import TransformerConfig
 from tetraformer.data import LabelVocabulary
 from tetraformer.training.base.module import TaskModule
@@ -105,11 +107,8 @@ def trainer(root: object, **kwargs: object) -> L.Trainer:
     return L.Trainer(**{**options, **kwargs})
 
 
-def two_ranks(root: object) -> L.Trainer:
-    """A quiet Trainer of two gloo ranks forked from this process, each given its own batches.
-
-    Forked, not spawned: a rank starts with this process's imports done instead of paying ~6 s of CPU for its own
-    (the collectives between the two processes are the same), and leaves through os._exit, so no gloo group is left
-    to interpreter shutdown.
-    """
+def two_ranks(root: object, monkeypatch: pytest.MonkeyPatch) -> L.Trainer:
+    """A quiet Trainer of two gloo ranks forked from this process (tests/training/forked_ranks.py), each given its
+    own batches."""
+    own_port(monkeypatch)
     return trainer(root, strategy="ddp_fork", devices=2, use_distributed_sampler=False)

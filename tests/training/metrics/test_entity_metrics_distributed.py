@@ -64,11 +64,11 @@ class RankHalves(L.LightningDataModule):
 
 
 @pytest.mark.distributed
-def test_ddp_entity_f1_and_rows_cover_all_processes(tmp_path: Path) -> None:
+def test_ddp_entity_f1_and_rows_cover_all_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """test/entity_f1 over two processes, and the rows rank zero writes, are seqeval's on the whole fixture."""
     true, pred = SENTENCES
     assert sum(size for size, _ in SIZES) == len(true)
-    ddp = two_ranks(tmp_path)
+    ddp = two_ranks(tmp_path, monkeypatch)
     result = ddp.test(ReplayTagger(), datamodule=RankHalves())[0]
     assert result["test/entity_f1"] == pytest.approx(f1_score(true, pred, zero_division=0), abs=1e-6)
     rows = json.loads((tmp_path / "rows.json").read_text())

@@ -46,10 +46,10 @@ class RankShares(L.LightningDataModule):
 
 
 @pytest.mark.distributed
-def test_ddp_generation_metrics_equal_the_full_data_scores(tmp_path: Path) -> None:
+def test_ddp_generation_metrics_equal_the_full_data_scores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """BLEU, chrF and ROUGE-1 over two processes equal the scores of all six sentences on one."""
     torch.manual_seed(0)
-    ddp = two_ranks(tmp_path)
+    ddp = two_ranks(tmp_path, monkeypatch)
     result = ddp.test(Scorer(), datamodule=RankShares())[0]
     whole = generation_metrics(["rouge1"])["rouge1"]
     whole.update(HYPOTHESES, REFERENCES)

@@ -37,9 +37,9 @@ class RankHalves(L.LightningDataModule):
 
 
 @pytest.mark.distributed
-def test_ddp_metrics_and_reports_cover_all_processes(tmp_path: Path) -> None:
+def test_ddp_metrics_and_reports_cover_all_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """test/f1 over two processes equals scikit-learn's on the whole split; rank zero's report counts all."""
-    ddp = two_ranks(tmp_path)
+    ddp = two_ranks(tmp_path, monkeypatch)
     result = ddp.test(TinyClassifier(), datamodule=RankHalves())[0]
     x, y = fixture()
     with torch.no_grad():
