@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import IO
 
 import cross_validate_ner as cv
 import pytest
@@ -60,16 +61,28 @@ def test_bad_input_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixtu
         cv.main(["--data", str(good), "--out", str(tmp_path / "cv"), "--tag_scheme", "BIOES"])
 
 
-@pytest.mark.slow  # runs `tetraformer fit` in a child process
-def test_a_failed_fit_names_its_log(tmp_path: Path) -> None:
-    """A Transformer fit that fails (here: no such config) ends the script with one line naming the fit's log."""
+def test_a_failed_fit_names_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Transformer fit that fails (here: no such config) ends the script with one line naming the fit's log.
+
+    The child is a stand-in that fails at once as `tetraformer fit` would, its words in the log: the script's
+    handling is the property; real children run in test_transformer_config_learns_in_every_fold."""
+    started: list[list[str]] = []
+
+    def failing_child(command: list[str], stdout: IO[str], **_: object) -> int:
+        started.append(command)
+        stdout.write("error: no such config\n")
+        return 2
+
+    monkeypatch.setattr(cv.subprocess, "call", failing_child)
     corpus = write_conll(tmp_path / "all.conll", tagged_sentences(30, seed=2))
     args = ["--data", str(corpus), "--folds", "3", "--out", str(tmp_path / "cv"), "--baselines", "perceptron"]
     with pytest.raises(
-        SystemExit, match=r"error: tetraformer fit failed \(exit \d+\); see .*fold0/tagger_seed0/fit\.log"
+        SystemExit, match=r"error: tetraformer fit failed \(exit 2\); see .*fold0/tagger_seed0/fit\.log"
     ):
         cv.main([*args, "--config", str(tmp_path / "missing.yaml")])
     assert not (tmp_path / "cv" / "fold0" / "tagger_seed0" / "fit.done").exists()
+    assert "error: no such config" in (tmp_path / "cv" / "fold0" / "tagger_seed0" / "fit.log").read_text()
+    assert started[0][1:6] == ["-m", "tetraformer.cli", "fit", "-c", str(tmp_path / "missing.yaml")]
 
 
 def test_documents_stay_whole_and_round_trip(tmp_path: Path) -> None:
