@@ -138,6 +138,7 @@ def hf_folder(task: str, root: Path) -> Path:
     """A tiny random Hugging Face model folder (weights and tokenizer) the task can start from: a Qwen2 for the chat
     task, a BertModel with a WordPiece tokenizer of the training rows for text classification."""
     out = root / "hf"
+    root.mkdir(parents=True, exist_ok=True)
     if task == "instruction_tuning":
         return out if out.is_dir() else qwen2_folder(out)
     if task != "text_classification":

@@ -4,7 +4,8 @@ For each task its reference run (tests/promises/conftest.py: an architecture Hug
 applies) left a copy of its last.ckpt in an empty folder, away from the run directory and its tokenizer; `test`,
 `predict`, `generate` and `convert to-hf` each run on that copy in a fresh `tetraformer` process. They must agree:
 the accuracy of predict's labels is test's accuracy; predict's greedy text is generate's; the export, in
-transformers, predicts the labels (or greedy text) ours did.
+transformers, gives our logits; the chat reference's export (LoRA on a Qwen2 folder) replies in transformers, with the
+export's own defaults and chat template, as `generate --chat` does with the checkpoint's.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import torch
 import transformers
 
 from tests.processes import tetraformer
-from tests.promises.conftest import REFERENCE, Reference
+from tests.promises.conftest import REFERENCE, REPLY_TOKENS, Reference
 from tetraformer.interop import export_class
 from tetraformer.training.checkpointing.loading import load_task_module
 
@@ -29,6 +30,7 @@ LABELLED = ("text_classification", "image_classification")
 GENERATIVE = ("language_modeling", "instruction_tuning", "seq2seq")
 GREEDY = ("--model.generation.do_sample", "false", "--model.generation.max_new_tokens", "8")
 PROMPTS = ["the ", "a b"]
+QUESTION = "What is the opposite of hot?"
 
 
 @dataclass
@@ -39,6 +41,25 @@ class Alone:
     ckpt: Path
     data: dict[str, str]
     cache: Path
+    said: str  # what the reference's fit wrote to stderr
+    made: dict[str, Any] = field(default_factory=dict)  # what a command made, kept for the tests that share it
+
+    def exported(self) -> Path:
+        """`convert to-hf` on the checkpoint alone (once): the export folder."""
+        if "export" not in self.made:
+            self.made["export"] = self.ckpt.parent.parent / "exported"
+            tetraformer("convert", "to-hf", self.ckpt, self.made["export"], cache_dir=self.cache)
+        return self.made["export"]
+
+    def generated(self, prompt: str, *decoding: str) -> str:
+        """`generate --ckpt CKPT --prompt PROMPT` (the chat task's with `--chat`) on the checkpoint alone, once per
+        prompt and decoding options: what it printed."""
+        key = ("generate", prompt, decoding)
+        if key not in self.made:
+            chat = ["--chat"] if self.task == "instruction_tuning" else []
+            args = ["generate", "--ckpt", self.ckpt, "--prompt", prompt, *chat, *decoding]
+            self.made[key] = tetraformer(*args, cache_dir=self.cache).stdout
+        return self.made[key]
 
     def run(self, *args: str | Path) -> Path:
         """Run a command on the copied checkpoint in a fresh process; the eval folder it wrote."""
@@ -52,9 +73,13 @@ class Alone:
 def trained(reference: Callable[[str], Reference]) -> Callable[[str], Alone]:
     """The task's reference last.ckpt alone (its run folder renamed away), with an empty cache of its own."""
 
+    done: dict[str, Alone] = {}
+
     def alone(task: str) -> Alone:
-        ref = reference(task)
-        return Alone(task, ref.alone, ref.data, ref.base / "cache-commands")
+        if task not in done:
+            ref = reference(task)
+            done[task] = Alone(task, ref.alone, ref.data, ref.base / "cache-commands", ref.said)
+        return done[task]
 
     return alone
 
@@ -90,29 +115,24 @@ def test_predicted_labels_score_what_test_reports(trained: Callable[[str], Alone
 @pytest.mark.slow
 @pytest.mark.parametrize("task", GENERATIVE)
 def test_predict_generates_what_generate_does(trained: Callable[[str], Alone], task: str, tmp_path: Path) -> None:
-    """`predict` on a prompts file and `generate` on its first prompt, greedy, from the checkpoint alone: one text."""
+    """`predict` on a prompts file and `generate` on its first prompt, greedy, from the checkpoint alone: one text.
+    (The chat reference decodes greedily by default: both commands take its defaults, no decoding option.)"""
     run = trained(task)
+    decoding = () if task == "instruction_tuning" else GREEDY
+    asked = [QUESTION, *PROMPTS[1:]] if task == "instruction_tuning" else PROMPTS  # the chat export test's question
     prompts = tmp_path / "prompts.jsonl"
-    rows = [prompt_row(task, p, i) for i, p in enumerate(PROMPTS)]
+    rows = [prompt_row(task, p, i) for i, p in enumerate(asked)]
     prompts.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    predicted = predictions(run.run("predict", "--ckpt_path", run.ckpt, "--data.predict_path", prompts, *GREEDY))
-    assert len(predicted) == len(PROMPTS)
-    for prompt, row in [(PROMPTS[0], predicted[0])]:  # one generate process is enough to compare
-        chat = ["--chat"] if task == "instruction_tuning" else []
-        done = tetraformer(
-            "generate",
-            "--ckpt",
-            run.ckpt,
-            "--prompt",
-            prompt,
-            *chat,
-            "--greedy",
-            "--max-new-tokens",
-            "8",
-            cache_dir=run.cache,
-        )
-        shown = prompt + row["generated"] if task == "language_modeling" else row["generated"]  # an LM continues it
-        assert done.stdout.rstrip("\n") == shown, (prompt, done.stdout, row)
+    predicted = predictions(run.run("predict", "--ckpt_path", run.ckpt, "--data.predict_path", prompts, *decoding))
+    assert len(predicted) == len(asked)
+    shown = run.generated(asked[0], *generate_options(decoding))  # one generate process is enough to compare
+    expected = asked[0] + predicted[0]["generated"] if task == "language_modeling" else predicted[0]["generated"]
+    assert shown.rstrip("\n") == expected, (shown, predicted[0])  # a language model's output continues the prompt
+
+
+def generate_options(decoding: tuple[str, ...]) -> tuple[str, ...]:
+    """`generate`'s options for predict's decoding overrides (greedy, 8 new tokens), or none for none."""
+    return ("--greedy", "--max-new-tokens", "8") if decoding else ()
 
 
 def prompt_row(task: str, prompt: str, index: int) -> dict[str, Any]:
@@ -126,11 +146,10 @@ def prompt_row(task: str, prompt: str, index: int) -> dict[str, Any]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", list(REFERENCE))
-def test_export_predicts_what_the_checkpoint_does(trained: Callable[[str], Alone], task: str, tmp_path: Path) -> None:
+def test_export_predicts_what_the_checkpoint_does(trained: Callable[[str], Alone], task: str) -> None:
     """`convert to-hf` from the checkpoint alone writes a folder transformers loads, whose outputs are ours."""
     run = trained(task)
-    out = tmp_path / "hf"
-    tetraformer("convert", "to-hf", run.ckpt, out, cache_dir=run.cache)
+    out = run.exported()
     config = transformers.AutoConfig.from_pretrained(out)
     theirs = getattr(transformers, config.architectures[0]).from_pretrained(out).eval()
     net = load_task_module(run.ckpt).net.eval()
@@ -151,3 +170,32 @@ def hf_inputs(config: transformers.PretrainedConfig) -> dict[str, torch.Tensor]:
     if config.is_encoder_decoder:
         inputs["decoder_input_ids"] = torch.randint(0, config.vocab_size, (2, 5), generator=generator)
     return inputs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["instruction_tuning"])
+def test_the_chat_export_replies_as_generate_does(trained: Callable[[str], Alone], task: str) -> None:
+    """LoRA on a Qwen2 folder, chat SFT (the reference); `generate --chat` from the checkpoint alone with its
+    defaults; transformers' `generate` on the export, with the export's own defaults and chat template, gives our
+    reply's ids and stops where ours stops (at <|im_end|> or eos, which its generation_config.json names)."""
+    run = trained(task)
+    # the folder's tokenizer lacks the chat tokens: their rows grow, said in one line; with `head` adapted, the
+    # output projection's <|im_end|> row can move from the mean of the others, where it never wins a greedy choice
+    assert "grew 2 rows (<|im_start|>, <|im_end|>) of " in run.said and "can never end" not in run.said, run.said
+    reply = run.generated(QUESTION).rstrip("\n")
+    out = run.exported()
+    exported = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    stops = [tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id]
+    saved = json.loads((out / "generation_config.json").read_text(encoding="utf-8"))
+    assert saved["eos_token_id"] == stops and saved["do_sample"] is False, saved
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": QUESTION}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
+    with torch.no_grad():
+        theirs = exported.generate(**prompt)[0, prompt["input_ids"].shape[1] :].tolist()  # the export's defaults
+    assert tokenizer.decode(theirs, skip_special_tokens=True) == reply
+    ended = len(theirs) < REPLY_TOKENS or theirs[-1] in stops
+    body = theirs[:-1] if ended and theirs[-1] in stops else theirs
+    assert body == tokenizer(reply, add_special_tokens=False)["input_ids"]  # the same ids, not only the same text
+    assert all(t not in stops for t in body)  # transformers stopped at the first end token, as ours does

@@ -1,6 +1,7 @@
 """Option mistakes, in fresh processes through the installed script: each is one `error:` line that names the option
 and the way out (no traceback, exit code 2), and those a fit can catch from its options alone stop before any
-tokenizer is trained or store built."""
+tokenizer is trained or store built. (Every refusal's wording, row by row: tests/test_option_errors.py; here one
+mistake per command that checks options before its expensive work, and the resumed-architecture refusal.)"""
 
 from __future__ import annotations
 
@@ -38,46 +39,18 @@ def lora_options_without_a_rank(root: Path) -> list[str]:
     ]
 
 
-ROWS = [  # (task, the mistake, words its line must hold)
-    pytest.param(
-        "instruction_tuning",
-        lora_options_without_a_rank,
-        ("--model.lora.alpha 32", "--model.lora.rank is 0", "--model.lora.rank 8"),
-        id="lora-options-without-a-rank",
-    ),
-    pytest.param(
-        "text_classification",
-        lambda root: ["--model.lora.rank", "8"],
-        ("--model.lora.rank 8", "--model.init_from is not set"),
-        id="lora-without-a-base",
-    ),
-    pytest.param(
-        "text_classification",
-        lambda root: ["--model.init_from", str(root / "no-such-model")],
-        ("--model.init_from", "no-such-model: no such file or folder"),
-        id="missing-init-from-folder",
-    ),
-    pytest.param(
-        "language_modeling",
-        lambda root: ["--model.init_from", str(root / "gone.ckpt")],
-        ("--model.init_from", "gone.ckpt: no such file or folder"),
-        id="missing-init-from-checkpoint",
-    ),
-]
-
-
-@pytest.mark.parametrize(("task", "mistake", "words"), ROWS)
-def test_a_mistake_is_one_line_before_any_expensive_work(
-    task: str, mistake: Args, words: tuple[str, ...], tmp_path: Path
-) -> None:
+def test_a_fit_refuses_lora_options_without_a_rank_before_any_expensive_work(tmp_path: Path) -> None:
     """A fit refuses the mistake in one line, naming the option, before it trains a tokenizer or builds a store."""
-    refused_early("fit", task, mistake, words, tmp_path)
+    words = ("--model.lora.alpha 32", "--model.lora.rank is 0", "--model.lora.rank 8")
+    refused_early("fit", "instruction_tuning", lora_options_without_a_rank, words, tmp_path)
 
 
 def test_prepare_refuses_a_missing_init_from_before_any_expensive_work(tmp_path: Path) -> None:
     """`prepare` (which builds the tokenizer and stores a fit reads) checks --model.init_from first too."""
-    mistake = ROWS[2].values
-    refused_early("prepare", *mistake, tmp_path)
+    mistake = lambda root: ["--model.init_from", str(root / "no-such-model")]  # noqa: E731
+    refused_early(
+        "prepare", "text_classification", mistake, ("--model.init_from", "no-such-model: no such file"), tmp_path
+    )
 
 
 def refused_early(command: str, task: str, mistake: Args, words: tuple[str, ...], tmp_path: Path) -> None:

@@ -1,84 +1,122 @@
-"""Exact resume and same seed = same weights, for every task, in fresh processes: a fit of the task's reference
-config on an empty cache dir of its own, killed with SIGKILL at a random moment after its first periodic checkpoint
-and resumed with `fit --ckpt_path last`, ends with every weight and optimizer tensor equal (torch.equal) to the
-reference run, which never stopped and filled another empty cache. The two runs timed their kernel choices apart,
-each while the machine was busy with other tests, so one check proves both promises."""
+"""Exact resume, same seed = same weights and data that cannot change under a run, for every task, in fresh
+processes through the installed `tetraformer` script.
+
+The task's reference config, run again on an empty cache dir of its own, is killed with SIGKILL at a random moment
+after its first periodic checkpoint (tests/promises/conftest.py `killed`). With its training data changed (same size,
+other content), `fit --ckpt_path last` stops in one line before any work and leaves the run's tokenizer and
+checkpoints as they were. With the data's bytes put back (a new modification time, the same content) the resume goes
+on, and ends with every weight and optimizer tensor equal (torch.equal) to the reference run, which never stopped and
+filled another empty cache. The two runs timed their kernel choices apart, each while the machine was busy with other
+tests, so one check proves exact resume, cache-free numbers, and a refusal that loses nothing.
+"""
 
 from __future__ import annotations
 
-import random
 import shutil
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from tests.processes import differing, killed_after, tetraformer, write_yaml
-from tests.promises.conftest import LAST, Reference
+from tests.processes import differing, failing, tetraformer, write_yaml
+from tests.promises.conftest import LAST, Killed, Reference
 from tests.promises.tasks import SAVE_EVERY, STEPS, TASKS
 from tests.training.resume_runs import paced
 
 pytestmark = pytest.mark.slow
-KILL_WITHIN_S = 1.0  # the kill lands this long at most after the first last.ckpt (the run is held at step 18)
-
-
-def killed(config: dict[str, Any], base: Path, name: str, cache: Path) -> tuple[Path, int]:
-    """Run `config` (paced) as run `name` in `base` on `cache`, killed with SIGKILL at a random moment after its first
-    periodic last.ckpt: the config's path and the step its last.ckpt holds."""
-    release = base / f"{name}.release"
-    config["trainer"].setdefault("callbacks", []).extend(paced(release)["callbacks"])
-    path = write_yaml(base / f"{name}.yaml", config)
-    last = base / name / LAST
-    kill_at: list[float] = []
-
-    def ready() -> bool:
-        if not kill_at and last.is_file():
-            kill_at.append(time.monotonic() + random.uniform(0, KILL_WITHIN_S))
-        return bool(kill_at) and time.monotonic() >= kill_at[0]
-
-    killed_after("fit", "-c", path, cache_dir=cache, ready=ready)
-    release.touch()  # a resumed run is not held
-    return path, torch.load(last, map_location="cpu", weights_only=False)["global_step"]
-
-
-def killed_and_resumed(ref: Reference, name: str, lose_position: bool = False) -> tuple[Path, int]:
-    """The reference's config as run `name` on a new empty cache, killed after its first checkpoint and resumed (with
-    `lose_position`, from a checkpoint stripped of its training loader's position): its last.ckpt and the kill step."""
-    cache = ref.base / f"cache-{name}"
-    config, step = killed(ref.config(ref.base / name), ref.base, name, cache)
-    last = ref.base / name / LAST
-    if lose_position:
-        checkpoint = torch.load(last, map_location="cpu", weights_only=False)
-        assert checkpoint["loops"]["fit_loop"]["state_dict"].pop("combined_loader"), "no loader position to drop"
-        torch.save(checkpoint, last)
-    tetraformer("fit", "-c", config, "--ckpt_path", "last", cache_dir=cache)
-    return last, step
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_killed_run_on_a_cold_cache_resumes_to_the_reference_weights(
-    task: str, reference: Callable[[str], Reference], tmp_path: Path
+def test_a_killed_run_refuses_changed_data_then_resumes_to_the_reference_weights(
+    task: str, reference: Callable[[str], Reference], killed: Callable[[str], Killed], tmp_path: Path
 ) -> None:
-    """kill -9 mid-run, `fit --ckpt_path last` in a new process, another empty cache: every tensor as the reference."""
-    ref = reference(task)
-    last, step = killed_and_resumed(ref, "killed")
-    assert SAVE_EVERY <= step < STEPS
-    assert differing(ref.last, last) == [], f"{task}, killed after step {step}"
+    """kill -9 mid-run; changed data stops `fit --ckpt_path last` in one line, touching nothing; the same bytes back,
+    the resume in a new process, on another empty cache than the reference's, ends with every tensor as the
+    reference's."""
+    ref, run = reference(task), killed(task)
+    resume: list[Any] = ["fit", "-c", run.config, "--ckpt_path", "last"]
+    before = run_files(run.run)
+    assert any(name.startswith("checkpoints/") for name in before)
+    with changed(training_file(ref)):
+        said = failing(*resume, cache_dir=run.cache)
+    assert said.startswith("error: ") and "\n" not in said
+    assert "differs in content since" in said and "--data.allow_changed_data true" in said
+    assert run_files(run.run) == before  # the run's tokenizer and checkpoints untouched
+
+    done = tetraformer(*resume, cache_dir=run.cache)  # the same content, touched: it resumes as it is
+    assert "differs in content" not in done.stderr
+    assert SAVE_EVERY <= run.step < STEPS
+    assert differing(ref.last, run.run / LAST) == [], f"{task}, killed after step {run.step}"
     # the check can fail: one optimizer moment one float step away is the one tensor it names
-    nudged = nudge(last, tmp_path / "nudged.ckpt")
+    nudged = nudge(run.run / LAST, tmp_path / "nudged.ckpt")
     assert differing(ref.last, tmp_path / "nudged.ckpt") == [nudged]
 
 
 @pytest.mark.parametrize("task", ["text_classification"])  # on the worker that holds its reference
-def test_a_resume_that_loses_the_data_position_is_caught(task: str, reference: Callable[[str], Reference]) -> None:
-    """Negative control: resumed from a checkpoint without its training loader's position (the epoch starts again at
-    its first batch, as resumes of epoch-bounded runs once did), the run ends with other weights and moments."""
-    ref = reference(task)
-    last, step = killed_and_resumed(ref, "lost", lose_position=True)
-    assert differing(ref.last, last), f"killed after step {step}"
+def test_a_resume_that_loses_the_data_position_is_caught(
+    task: str, reference: Callable[[str], Reference], killed: Callable[[str], Killed]
+) -> None:
+    """Negative control: resumed from the killed run's checkpoint without its training loader's position (the epoch
+    starts again at its first batch, as resumes of epoch-bounded runs once did), the run ends with other weights."""
+    ref, run = reference(task), killed(task)
+    lost = ref.base / "lost"
+    shutil.copytree(run.copy, lost)
+    checkpoint = torch.load(lost / LAST, map_location="cpu", weights_only=False)
+    assert checkpoint["loops"]["fit_loop"]["state_dict"].pop("combined_loader"), "no loader position to drop"
+    torch.save(checkpoint, lost / LAST)
+    options = ref.config(lost)
+    options["trainer"].setdefault("callbacks", []).extend(paced(ref.base / "killed.release")["callbacks"])  # as run
+    config = write_yaml(ref.base / "lost.yaml", options)
+    tetraformer("fit", "-c", config, "--ckpt_path", "last", cache_dir=run.cache)
+    assert differing(ref.last, lost / LAST), f"killed after step {run.step}"
+
+
+def training_file(ref: Reference) -> Path:
+    """The file the reference trains on: its training file, or an image of its training folder."""
+    train = Path(ref.data["train_path"])
+    return sorted(train.rglob("*.png"))[0] if train.is_dir() else train
+
+
+@contextmanager
+def changed(path: Path) -> Iterator[None]:
+    """Within the block, `path`'s content changed at its size (`edit_keeping_size`); after it, every byte put back."""
+    folder = path.parent.parent if path.suffix == ".png" else path.parent
+    kept = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    edit_keeping_size(path)
+    try:
+        yield
+    finally:
+        for p, data in kept.items():
+            p.write_bytes(data)
+
+
+def edit_keeping_size(path: Path) -> None:
+    """Change a file's content, not its size: records (lines, or blank-line separated blocks) in reverse order; an
+    image swapped with one of another class (the folder's bytes the same in all)."""
+    if path.suffix == ".png":
+        other = next(p for p in sorted(path.parent.parent.rglob("*.png")) if p.parent != path.parent)
+        mine, theirs = path.read_bytes(), other.read_bytes()
+        path.write_bytes(theirs)
+        other.write_bytes(mine)
+        return
+    text = path.read_text(encoding="utf-8")
+    header, body = (text.split("\n", 1)[0] + "\n", text.split("\n", 1)[1]) if path.suffix == ".csv" else ("", text)
+    separator = "\n\n" if path.suffix == ".conll" else "\n"
+    records = body.rstrip("\n").split(separator)
+    changed = header + separator.join(reversed(records)) + body[len(body.rstrip("\n")) :]
+    if changed == text:  # every record alike (the language-model text): swap two letters of the first word
+        changed = text.replace(text[:2], text[1::-1], 1)
+    assert changed != text and len(changed.encode()) == len(text.encode())
+    path.write_text(changed, encoding="utf-8")
+
+
+def run_files(run: Path) -> dict[str, bytes]:
+    """The bytes of the run's tokenizer files and checkpoints, by path."""
+    found = [*run.glob("tokenizer/**/*"), *run.glob("checkpoints/*.ckpt")]
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(found) if p.is_file()}
 
 
 def nudge(path: Path, out: Path) -> str:
