@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from lightning.fabric.plugins.environments import LightningEnvironment, SLURMEnvironment
 
+from tests.training.forked_ranks import own_port
 from tests.training.resume_runs import (
     STEPS,
     checkpoint,
@@ -139,13 +140,17 @@ def test_an_epoch_cut_by_an_integer_limit_resumes_mid_epoch_exactly(tmp_path: Pa
 
 
 @pytest.mark.distributed
-def test_sigterm_to_one_ddp_rank_stops_both_and_resumes_exactly(tmp_path: Path) -> None:
+def test_sigterm_to_one_ddp_rank_stops_both_and_resumes_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two gloo ranks: SIGTERM to rank 1 only stops both at the same step, both exit 0; resumed, the run ends
-    with the weights of an uninterrupted two-rank run (per-rank RNG states, per-rank batches)."""
+    with the weights of an uninterrupted two-rank run (per-rank RNG states, per-rank batches). The signalled and
+    resumed ranks are processes of their own, as torchrun starts them; the uninterrupted run forks its two ranks
+    from this process (tests/training/forked_ranks.py)."""
     ddp = {"strategy": "ddp", "devices": 2}
     reference = tmp_path / "reference"
-    ranks = start_ranks(write_config(tmp_path, reference, **ddp), logs=tmp_path)
-    assert [rank.wait(timeout=600) for rank in ranks] == [0, 0]
+    own_port(monkeypatch)
+    fit(write_config(tmp_path, reference, strategy="ddp_fork", devices=2))
     run, release = tmp_path / "run", tmp_path / "signalled"
     config = write_config(tmp_path, run, **ddp, **paced(release))
     ranks = start_ranks(config, logs=tmp_path)
