@@ -66,6 +66,8 @@ def run_tiny(
                     "fp32",
                     "--steps",
                     "1",
+                    "--rounds",
+                    "1",
                     "--calls",
                     "1",
                     "--threads",

@@ -121,17 +121,18 @@ def test_script_needs_a_config(tmp_path: Path) -> None:
     shutil.which("tetraformer", path=str(Path(sys.executable).parent)) is None,
     reason="needs the `tetraformer` console script beside this Python",
 )
-def test_two_tasks_train_then_a_requeued_job_resumes(tmp_path: Path) -> None:
+def test_two_tasks_train_one_ddp_run(tmp_path: Path) -> None:
     """Two srun tasks on the CPU become one DDP run through Lightning's SLURMEnvironment (ranks from SLURM_PROCID,
-    no processes of its own); the same script run again (a requeued job) resumes from last.ckpt."""
+    no processes of its own), and the script's `--ckpt_path last` starts a first job from scratch.
+
+    A requeued job is the same script run again: test_srun_command_line shows it asks for `--ckpt_path last`, and
+    tests/training/checkpointing/test_preemption.py resumes two rank processes that way to the weights of a run that
+    never stopped (and requeues on SIGUSR1)."""
     run = tmp_path / "run"
     config = lm_config_file(tmp_path, run, max_steps=4)
     first = _sbatch(tmp_path, config, tasks=2)
     assert first.returncode == 0, first.stderr[-3000:]
     members = sorted(line.split("MEMBER: ")[1] for line in first.stderr.splitlines() if "MEMBER: " in line)
     assert members == ["1/2", "2/2"]
+    assert "Restoring states from the checkpoint path" not in first.stderr
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
-    requeued = _sbatch(tmp_path, config, "--trainer.max_steps", "6", tasks=2)
-    assert requeued.returncode == 0, requeued.stderr[-3000:]
-    assert "Restoring states from the checkpoint path" in requeued.stderr
-    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 6
