@@ -14,7 +14,9 @@ from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy, Strategy
 from torch.distributed.fsdp import ShardingStrategy
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
+from tests.training.forked_ranks import own_port
 from tests.training.tiny_lm import assert_usable_checkpoint, cli_command, lm_config_file, lm_fit, quiet_env
+from tetraformer.cli import main
 from tetraformer.core.layers import Block
 from tetraformer.training.distributed.strategies import platform_strategy
 
@@ -91,10 +93,15 @@ def test_fsdp_fit_on_gpus(tmp_path: Path, checkpointing: bool) -> None:
 
 
 @pytest.mark.distributed
-def test_fsdp_units_sample_and_checkpoint_blocks_on_cpu_processes(tmp_path: Path) -> None:
-    """Two CPU processes under FSDP (emulated: tests/training/cpu_fsdp.py) train with checkpointed Block units, and
-    the W&B samples table generates at each validation: every rank joins the forward, with the root's weights
-    gathered, so the (sharded) embedding is whole."""
+def test_fsdp_units_sample_and_checkpoint_blocks_on_cpu_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two CPU processes under FSDP (emulated, forked from this one: tests/training/cpu_fsdp.py) train with
+    checkpointed Block units, and the W&B samples table generates at each validation: every rank joins the forward,
+    with the root's weights gathered, so the (sharded) embedding is whole."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    own_port(monkeypatch)
     run = tmp_path / "run"
     config = lm_config_file(
         tmp_path,
@@ -105,16 +112,7 @@ def test_fsdp_units_sample_and_checkpoint_blocks_on_cpu_processes(tmp_path: Path
         enable_checkpointing=False,  # the default callbacks stay, SamplesTable (--run.samples) among them
         strategy={"class_path": "tests.training.cpu_fsdp.CPUFSDP"},
     )
-    args = ["fit", "-c", str(config), "--run.wandb", "offline", "--model.arch.activation_checkpointing", "true"]
-    done = subprocess.run(
-        cli_command(*args),
-        env=quiet_env(WANDB_MODE="offline", WANDB_SILENT="true"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    main(["fit", "-c", str(config), "--run.wandb", "offline", "--model.arch.activation_checkpointing", "true"])
     tables = sorted(
         run.glob("wandb/offline-run-*/files/media/table/val/samples_*.table.json"),
         key=lambda path: int(path.name.split("_")[1]),  # W&B's step in the name, not zero-padded
