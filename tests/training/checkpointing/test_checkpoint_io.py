@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import shutil
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
+from typing import IO
 
 import pytest
 import torch
@@ -15,22 +15,20 @@ from lightning.fabric.plugins import TorchCheckpointIO
 from tests.training.resume_runs import checkpoint, fit, write_config
 from tetraformer.training.checkpointing.atomic_io import AtomicCheckpointIO, atomic_save, with_atomic_io
 
-DIE_HALFWAY = """
-import os, sys, torch
-from tetraformer.training.checkpointing.atomic_io import AtomicCheckpointIO
 
-real_save = torch.save
+def die_halfway(path: Path, whole: Path) -> None:
+    """In a forked child: save a checkpoint to `path` whose write stops after half its bytes (os._exit(3))."""
+    real_save = torch.save
 
-def half_then_die(obj, f, *args, **kwargs):
-    real_save(obj, "{whole}")
-    data = open("{whole}", "rb").read()
-    f.write(data[: len(data) // 2])
-    f.flush()
-    os._exit(3)
+    def half_then_die(obj: object, f: IO[bytes], *args: object, **kwargs: object) -> None:
+        real_save(obj, whole)
+        data = whole.read_bytes()
+        f.write(data[: len(data) // 2])
+        f.flush()
+        os._exit(3)
 
-torch.save = half_then_die
-AtomicCheckpointIO().save_checkpoint({{"state_dict": {{"w": torch.ones(1000)}}}}, sys.argv[1])
-"""
+    torch.save = half_then_die
+    AtomicCheckpointIO().save_checkpoint({"state_dict": {"w": torch.ones(1000)}}, path)
 
 
 def test_atomic_save_replaces_the_file_and_leaves_nothing_else(tmp_path: Path) -> None:
@@ -49,9 +47,10 @@ def test_write_killed_halfway_keeps_the_previous_checkpoint(uninterrupted: Path,
     shutil.copytree(uninterrupted, run)
     last = run / "checkpoints" / "last.ckpt"
     before = last.read_bytes()
-    script = DIE_HALFWAY.format(whole=tmp_path / "whole.pt")
-    died = subprocess.run([sys.executable, "-c", textwrap.dedent(script), str(last)], capture_output=True, timeout=300)
-    assert died.returncode == 3, died.stderr.decode()[-2000:]
+    died = multiprocessing.get_context("fork").Process(target=die_halfway, args=(last, tmp_path / "whole.pt"))
+    died.start()
+    died.join(timeout=300)
+    assert died.exitcode == 3
     assert last.read_bytes() == before
     (partial,) = (run / "checkpoints").glob(".partial-*.tmp")
     assert 0 < partial.stat().st_size < (tmp_path / "whole.pt").stat().st_size
