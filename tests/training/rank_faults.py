@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,11 +15,11 @@ from lightning.pytorch.callbacks import Callback
 
 from tests.tasks.language_modeling.conftest import TEXT, tiny_config
 
-Fault = Literal["exit", "kill", "hang"]
+Fault = Literal["exit", "hang"]
 
 
 class RankFault(Callback):
-    """At `step`, rank `rank` exits (os._exit), is SIGKILLed or hangs, noting the time in `pid_dir`/failed_at;
+    """At `step`, rank `rank` exits (os._exit) or hangs, noting the time in `pid_dir`/failed_at;
     every rank writes its pid and start time to `pid_dir`/rankN when training starts."""
 
     def __init__(self, step: int, rank: int, fault: Fault, pid_dir: str) -> None:
@@ -38,8 +37,6 @@ class RankFault(Callback):
         (self.pid_dir / "failed_at").write_text(str(time.time()))
         if self.fault == "exit":
             os._exit(3)
-        if self.fault == "kill":
-            os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(3600)
 
 
