@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +15,7 @@ import pytest
 import yaml
 
 from tests.tasks.language_modeling.conftest import TEXT, tiny_config
-from tests.training.forked_ranks import own_port
+from tests.training.forked_ranks import logged_to, own_port
 from tests.training.resume_runs import checkpoint, same_weights
 from tetraformer.cli import main
 from tetraformer.training.checkpointing.stream_loader import StreamLoader
@@ -100,31 +97,30 @@ def test_a_token_budget_bounds_a_stream_and_sizes_its_decay(run_cli: Callable[..
 def test_two_ddp_ranks_stream_their_own_shares_and_resume_exactly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`--trainer.strategy ddp --trainer.devices 2` on the CPU: two gloo ranks read disjoint shares (their positions
-    differ) into one run (one tokenizer, one checkpoint holding both positions), the schedule's lines (6 steps are
-    few) are logged once, by rank 0, and a run stopped at step 3 and resumed ends with the weights of the two-rank
-    run that never stopped. The stopped and resumed runs fork their ranks from this process (`ddp_fork`,
-    tests/training/forked_ranks.py): the same collectives and checkpoint, without a fresh interpreter per rank."""
+    """Two gloo ranks on the CPU read disjoint shares (their positions differ) into one run (one tokenizer, trained
+    by rank 0 and read by rank 1; one checkpoint holding both positions), the schedule's lines (6 steps are few) are
+    logged once, by rank 0, and a run stopped at step 3 and resumed ends with the weights of the two-rank run that
+    never stopped. The ranks are forked from this process (`ddp_fork`, tests/training/forked_ranks.py): each runs
+    the trainer's data preparation, setup and steps as a rank the CLI's `ddp` launcher starts would."""
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in documents(40)), encoding="utf-8")
     monkeypatch.setenv("WANDB_MODE", "disabled")
+    own_port(monkeypatch)
 
-    def fit(run: Path, strategy: str, *args: str) -> list[str]:
-        """The arguments of `fit` on two ranks of `strategy`, the config written for `run`."""
+    def fit(run: Path, *args: str) -> None:
+        """`fit` of the stream config on two forked ranks, into `run`."""
         config = tmp_path / f"{run.name}.yaml"
         config.write_text(yaml.safe_dump(tiny_config(run, train_path=str(corpus), shuffle_blocks=5, **STREAM)))
-        return ["fit", "-c", str(config), "--trainer.strategy", strategy, "--trainer.devices", "2", *args]
+        main(["fit", "-c", str(config), "--trainer.strategy", "ddp_fork", "--trainer.devices", "2", *args])
 
-    command = [sys.executable, "-m", "tetraformer.cli", *fit(tmp_path / "straight", "ddp", "--trainer.max_steps", "6")]
-    done = subprocess.run(command, env=dict(os.environ), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "distributed_backend=gloo" in done.stderr and "All distributed processes registered" in done.stderr
-    assert done.stderr.count("schedule has 6 optimizer steps") == 1
+    with logged_to(tmp_path / "straight.log") as log:
+        fit(tmp_path / "straight", "--trainer.max_steps", "6")
+    said = log.read_text()
+    assert said.count("schedule has 6 optimizer steps") == 1 and said.count("trained a char tokenizer") == 1, said
     assert checkpoint(tmp_path / "straight")["global_step"] == 6
     assert (tmp_path / "straight" / "tokenizer" / "tokenizer.json").is_file()
-    own_port(monkeypatch)
-    main(fit(tmp_path / "resumed", "ddp_fork", "--trainer.max_steps", "3"))
-    main(fit(tmp_path / "resumed", "ddp_fork", "--trainer.max_steps", "6", "--ckpt_path", "last"))
+    fit(tmp_path / "resumed", "--trainer.max_steps", "3")
+    fit(tmp_path / "resumed", "--trainer.max_steps", "6", "--ckpt_path", "last")
     ranks = checkpoint(tmp_path / "straight")["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["ranks"]
     assert [rank["taken"] for rank in ranks] == [6, 6] and ranks[0]["states"] != ranks[1]["states"]
     assert same_weights(tmp_path / "resumed", tmp_path / "straight")
