@@ -23,11 +23,12 @@ from tetraformer.training.distributed.failures import (
 UNWATCHED_TIMEOUT_S = 900
 # The stalled-rank test's collective timeout, which the test waits out in full. It only has to outlast the longest
 # wait of one rank for the other between setup (where it takes effect) and the stall at step 3: the post-setup
-# barrier, DDP's parameter broadcast, the sanity validation and three tiny steps, each a fraction of a second of CPU
-# (measured: at most 0.35 s between two collectives, on an idle 2-core machine or beside four busy loops). Nothing
-# waits on a disk before the stall: the first checkpoint is written at the validation of step 5. What is slow on a
-# busy machine (interpreter start, imports, the rendezvous, rank 0's data preparation) comes before setup and gets
-# STARTUP_TIMEOUT_S instead. 10 s leaves a margin of about thirty times the longest measured wait.
+# barrier, DDP's parameter broadcast, the sanity validation, the matmul-peak and attention-kernel timings of a cold
+# cache and three tiny steps, each a fraction of a second of CPU (measured: at most 0.7 s between two collectives
+# with an empty cache beside four busy loops on 2 cores, 0.35 s idle). Nothing waits on a disk before the stall: the
+# first checkpoint is written at the validation of step 5. What is slow on a busy machine (interpreter start,
+# imports, the rendezvous, rank 0's data preparation) comes before setup and gets STARTUP_TIMEOUT_S instead. 10 s
+# leaves a margin of about fourteen times the longest measured wait.
 STALL_TIMEOUT_S = 10
 
 
