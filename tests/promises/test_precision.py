@@ -11,6 +11,7 @@ import pytest
 
 from tests.processes import tetraformer, write_yaml
 from tests.promises.tasks import tiny_task_config
+from tests.promises.test_log_lines import NO_VALIDATION
 from tetraformer.payload import PAYLOAD_KEY, PRECISION_KEY, read_checkpoint
 
 pytestmark = pytest.mark.slow
@@ -55,14 +56,15 @@ def test_auto_says_its_choice_trains_and_a_resume_elsewhere_keeps_it(tmp_path: P
 
 
 def test_auto_without_bf16_takes_32_true(tmp_path: Path) -> None:
-    """Where the CPU runs no bf16 (oneDNN capped at AVX2), `auto` trains in 32-true and says why."""
+    """Where the CPU runs no bf16 (oneDNN capped at AVX2), `auto` trains in 32-true and says why. (The fit validates
+    nowhere: it says so, and that best.ckpt is last; test_log_lines.py checks a validated fit does not.)"""
     run = tmp_path / "run"
-    config = tiny_task_config(
-        "text_classification", tmp_path / "data", run, trainer={"max_steps": 4, "precision": "auto"}
-    )
+    trainer = {"max_steps": 4, "precision": "auto", "limit_val_batches": 0}
+    config = tiny_task_config("text_classification", tmp_path / "data", run, trainer=trainer)
     done = tetraformer(
         "fit", "-c", write_yaml(tmp_path / "c.yaml", config), cache_dir=tmp_path / "cache", env=WITHOUT_BF16
     )
     said = [line for line in done.stderr.splitlines() if "precision auto" in line]
     assert len(said) == 1 and "precision auto -> 32-true: this CPU has no bf16" in said[0], done.stderr[-3000:]
     assert trained_in(run) == "32-true"
+    assert NO_VALIDATION in done.stderr and "validation at step" not in done.stderr, done.stderr[-3000:]

@@ -48,6 +48,12 @@ def test_a_killed_run_refuses_changed_data_then_resumes_to_the_reference_weights
 
     done = tetraformer(*resume, cache_dir=run.cache)  # the same content, touched: it resumes as it is
     assert "differs in content" not in done.stderr
+    # what init_from loaded is said when it is loaded (the BERT folder's classifier starts fresh), not on a resume,
+    # whose checkpoint replaces it
+    assert "Restored all states" in done.stderr and "initialised" not in done.stderr, done.stderr[-3000:]
+    assert "starting fresh" not in done.stderr and "starting fresh" not in said
+    if task == "text_classification":
+        assert "starting fresh: head.classifier.bias, head.classifier.weight" in ref.said, ref.said[-3000:]
     assert SAVE_EVERY <= run.step < STEPS
     assert differing(ref.last, run.run / LAST) == [], f"{task}, killed after step {run.step}"
     # the check can fail: one optimizer moment one float step away is the one tensor it names

@@ -57,7 +57,7 @@ def test_a_killed_build_is_cleaned_up_and_a_damaged_token_store_rebuilt_trains_a
     """A build killed with -9 leaves a partial folder, which the next fit removes as it builds the store; reordered
     tokens, and ids past the vocabulary, are each rebuilt with one line and train the fresh store's weights."""
     corpus = tmp_path / "big.txt"
-    corpus.write_text(TEXT * 60_000, encoding="utf-8")  # 3.6 MB: its store takes seconds to build
+    corpus.write_text(TEXT * 15_000, encoding="utf-8")  # 0.9 MB: its store takes a second or more to build
     config = tiny_task_config(
         "language_modeling", tmp_path / "data", tmp_path / "killed", data={"train_path": str(corpus)}
     )
