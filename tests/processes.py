@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -94,6 +95,13 @@ def killed_after(
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     proc.stderr.close()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on now (for a multi-process run's MASTER_PORT)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def explain(done: subprocess.CompletedProcess[str]) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.processes import free_port
 from tests.training.tiny_lm import lm_config_file, quiet_env
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm" / "train.sbatch"
@@ -58,9 +58,7 @@ def _sbatch(
     dry: bool = False,
 ) -> subprocess.CompletedProcess:
     """Run the script as SLURM would start it on the first node of a job (with the fake srun on PATH)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     tetraformer = Path(sys.executable).parent
     env = quiet_env(
         PATH=f"{_fake_srun(tmp_path)}:{tetraformer}:{os.environ['PATH']}",

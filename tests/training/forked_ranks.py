@@ -4,20 +4,19 @@
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.processes import free_port
+
 
 def own_port(monkeypatch: pytest.MonkeyPatch) -> None:
     """Give the forked ranks a free MASTER_PORT, unset after the test: Lightning's launcher writes the port it uses
     into this process's environment, where the later tests' subprocess runs would inherit one fixed port."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        monkeypatch.setenv("MASTER_PORT", str(s.getsockname()[1]))
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
 
 
 @contextmanager

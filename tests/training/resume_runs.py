@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import torch
 import yaml
 from lightning.pytorch.callbacks import Callback
 
+from tests.processes import free_port
 from tests.tasks.language_modeling.conftest import TEXT, tiny_config
 from tetraformer.cli import main
 
@@ -106,9 +106,7 @@ def start(config: Path, *args: str, log: Path, **env: str) -> subprocess.Popen:
 
 def start_ranks(config: Path, *args: str, logs: Path, world: int = 2) -> list[subprocess.Popen]:
     """Start one `fit` process per rank, as torchrun would (so each rank can be signalled alone)."""
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        port = str(free.getsockname()[1])
+    port = str(free_port())
     ranks = []
     for rank in range(world):
         env = {

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,16 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.processes import free_port
 from tests.training.tiny_lm import lm_config_file, quiet_env
 
 TOKENIZER_TRAINED = "training a char tokenizer"
-
-
-def _free_port() -> int:
-    """A TCP port nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torchrun(*torchrun_args: str, config: Path, fit_args: list[str]) -> list[str]:
@@ -61,7 +54,7 @@ def test_torchrun_single_node_two_processes(tmp_path: Path) -> None:
         "--model.arch.activation_checkpointing",
         "true",
     ]
-    command = torchrun("--nproc_per_node", "2", "--master_port", str(_free_port()), config=config, fit_args=fit_args)
+    command = torchrun("--nproc_per_node", "2", "--master_port", str(free_port()), config=config, fit_args=fit_args)
     done = subprocess.run(command, env=quiet_env(), capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     members = sorted(line.split("MEMBER: ")[1] for line in done.stderr.splitlines() if "MEMBER: " in line)
@@ -75,7 +68,7 @@ def test_torchrun_two_nodes(tmp_path: Path) -> None:
     `--trainer.num_nodes 2` train one run; only global rank 0 trains the tokenizer into the shared run directory."""
     run = tmp_path / "run"
     config = lm_config_file(tmp_path, run)
-    endpoint = f"127.0.0.1:{_free_port()}"
+    endpoint = f"127.0.0.1:{free_port()}"
     fit_args = [
         "--trainer.strategy",
         "ddp",
