@@ -10,6 +10,7 @@ from tetraformer.core.lora import (
     LoRAConfig,
     LoRALinear,
     apply_lora,
+    lora_disabled,
     lora_layers,
     merge_lora,
     merged_state,
@@ -195,3 +196,18 @@ def test_untied_head_adapts_and_merges(tiny_model) -> None:
     unmerged = model(ids)
     merge_lora(model)
     torch.testing.assert_close(model(ids), unmerged, rtol=0, atol=1e-5)
+
+
+def test_lora_disabled_runs_the_base_and_restores_the_adapters() -> None:
+    """Inside lora_disabled the network gives the base's outputs; after it, the adapters' outputs again."""
+    base = nn.Sequential(nn.Linear(8, 8))
+    x = torch.randn(3, 8)
+    expected = base(x)
+    adapted_layer = LoRALinear(base[0], [(0, 8)], LoRAConfig(rank=2))
+    nn.init.normal_(adapted_layer.lora_b[0])
+    base[0] = adapted_layer
+    adapted = base(x)
+    assert not torch.allclose(adapted, expected)
+    with lora_disabled(base):
+        torch.testing.assert_close(base(x), expected)
+    torch.testing.assert_close(base(x), adapted)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Literal, get_args
 
@@ -88,7 +89,7 @@ class LoRALinear(nn.Linear):
         self.weight.requires_grad_(False)
         if self.bias is not None:
             self.bias.requires_grad_(False)
-        self.slices, self.scale, self.merged = slices, cfg.alpha / cfg.rank, False
+        self.slices, self.scale, self.merged, self.disabled = slices, cfg.alpha / cfg.rank, False, False
         kw = {"device": base.weight.device, "dtype": base.weight.dtype}
         self.lora_a = nn.ParameterList(torch.empty(cfg.rank, self.in_features, **kw) for _ in slices)
         self.lora_b = nn.ParameterList(torch.zeros(end - start, cfg.rank, **kw) for start, end in slices)
@@ -99,7 +100,7 @@ class LoRALinear(nn.Linear):
     def forward(self, x: Tensor) -> Tensor:
         """The base projection plus each slice's adapter (none once merged)."""
         y = F.linear(x, self.weight, self.bias)
-        if self.merged:
+        if self.merged or self.disabled:
             return y
         h = self.lora_dropout(x) if self.training else x
         deltas = [F.linear(F.linear(h, a), b) * self.scale for a, b in zip(self.lora_a, self.lora_b, strict=True)]
@@ -197,6 +198,21 @@ def _shared_weights(model: nn.Module) -> set[int]:
 def lora_layers(model: nn.Module) -> Iterator[LoRALinear]:
     """The network's LoRALinear layers."""
     return (m for m in model.modules() if isinstance(m, LoRALinear))
+
+
+@contextmanager
+def lora_disabled(model: nn.Module) -> Iterator[None]:
+    """Run the network as its base: every (unmerged) adapter skipped, no second copy of the weights."""
+    layers = list(lora_layers(model))
+    if any(layer.merged for layer in layers):
+        raise ValueError("lora_disabled: merged adapters are part of the weights; unmerge them first")
+    for layer in layers:
+        layer.disabled = True
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.disabled = False
 
 
 def merge_lora(model: nn.Module) -> None:
