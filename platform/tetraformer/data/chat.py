@@ -35,7 +35,7 @@ def conversation(record: Record) -> list[Message]:
         messages = data["messages"]
         if not isinstance(messages, list) or not messages:
             raise record.error(f"'messages' must be a non-empty array of {{role, content}}, got {json_type(messages)}")
-        checked = [_message(record, i, m) for i, m in enumerate(messages)]
+        checked = [checked_message(record, f"messages[{i}]", m) for i, m in enumerate(messages)]
     elif "prompt" in data or "response" in data:
         system = [{"role": "system", "content": data["system"]}] if "system" in data else []
         turns = [
@@ -56,7 +56,7 @@ def prompt_turns(record: Record) -> str | list[Message]:
     any), or `messages` up to the last user turn (a training record's assistant reply is left out)."""
     data = record.data
     if "messages" in data and isinstance(data["messages"], list):
-        checked = [_message(record, i, m) for i, m in enumerate(data["messages"])]
+        checked = [checked_message(record, f"messages[{i}]", m) for i, m in enumerate(data["messages"])]
         while checked and checked[-1]["role"] == "assistant":
             checked.pop()
         if not checked or checked[-1]["role"] != "user":
@@ -70,9 +70,9 @@ def prompt_turns(record: Record) -> str | list[Message]:
     raise record.error(f"a prompt record needs 'messages', 'prompt' or 'text' (keys present: {keys})")
 
 
-def _message(record: Record, index: int, message: Any) -> Message:
-    """One entry of `messages`: an object with a known role and non-empty string content."""
-    where = f"messages[{index}]"
+def checked_message(record: Record, where: str, message: Any) -> Message:
+    """One message (`where` names it in an error, e.g. messages[2]): an object with a known role and non-empty
+    string content."""
     if not isinstance(message, dict):
         raise record.error(f"{where} must be an object {{role, content}}, got {json_type(message)}")
     if "role" not in message:
@@ -80,16 +80,16 @@ def _message(record: Record, index: int, message: Any) -> Message:
     role = message["role"]
     if role not in ROLES:
         raise record.error(f"{where} has unknown role {role!r}; known roles: {', '.join(ROLES)}")
-    return {"role": role, "content": _content(record, f"{where} content", message.get("content"))}
+    return {"role": role, "content": checked_content(record, f"{where} content", message.get("content"))}
 
 
 def _pair_field(record: Record, message: dict[str, Any]) -> Message:
     """A turn of a prompt/response record, its field checked."""
     field = {"system": "system", "user": "prompt", "assistant": "response"}[message["role"]]
-    return {"role": message["role"], "content": _content(record, f"field {field!r}", message["content"])}
+    return {"role": message["role"], "content": checked_content(record, f"field {field!r}", message["content"])}
 
 
-def _content(record: Record, what: str, content: Any) -> str:
+def checked_content(record: Record, what: str, content: Any) -> str:
     """A turn's text: a non-empty string (`what` names it in an error)."""
     if content is None:
         raise record.error(f"{what} is missing or null")
@@ -126,9 +126,10 @@ def render_prompt(tokenizer: Any, messages: list[Message]) -> str:
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
-def render(tokenizer: Any, messages: list[Message]) -> tuple[list[int], list[int]]:
+def render(tokenizer: Any, messages: list[Message], learn_from: int = 0) -> tuple[list[int], list[int]]:
     """The conversation's ids and labels: each assistant turn's tokens (through its end-of-turn token) as they are,
-    every other token IGNORE_INDEX.
+    every other token IGNORE_INDEX; assistant turns before message `learn_from` are context, not learned (a
+    preference pair's prompt history).
 
     The template renders the conversation up to each assistant turn (with the generation prompt) and through it;
     the pieces between are tokenized one by one, so a generation prompt tokenizes as in training.
@@ -137,7 +138,7 @@ def render(tokenizer: Any, messages: list[Message]) -> tuple[list[int], list[int
     labels: list[int] = []
     done = ""
     for i, message in enumerate(messages):
-        if message["role"] != "assistant":
+        if message["role"] != "assistant" or i < learn_from:
             continue
         before = render_prompt(tokenizer, messages[:i])
         through = tokenizer.apply_chat_template(messages[: i + 1], tokenize=False)

@@ -1,0 +1,1 @@
+"""Preference tuning: DPO, IPO and SimPO on {prompt, chosen, rejected} pairs, from a chat model."""
