@@ -1,5 +1,5 @@
 """Commands beside the Lightning subcommands: `generate`, `tokenizer train`, `convert`, `attention`, `compare`,
-`prepare`, `vectors`, `demo-data`, `summary`."""
+`prepare`, `vectors`, `demo-data`, `summary`, `evaluate`."""
 
 from __future__ import annotations
 
@@ -304,6 +304,13 @@ def summary_command(argv: list[str]) -> None:
     summary_main(argv)
 
 
+def evaluate_command(argv: list[str]) -> None:
+    """`tetraformer evaluate --ckpt CKPT --tasks NAMES ...`: lm-evaluation-harness scores (tetraformer.cli.evaluate)."""
+    from tetraformer.cli.evaluate import evaluate_main
+
+    evaluate_main(argv)
+
+
 def _unescape(text: str) -> str:
     """Turn the \\n and \\t a shell passes literally into newline and tab."""
     return text.replace("\\n", "\n").replace("\\t", "\t")
@@ -330,4 +337,5 @@ COMMANDS: dict[str, Callable[[list[str]], None]] = {
     "vectors": vectors_command,
     "demo-data": demo_data_command,
     "summary": summary_command,
+    "evaluate": evaluate_command,
 }
