@@ -7,8 +7,8 @@ import sys
 
 # what `import tetraformer.cli` leaves for the command to load (Lightning and torch: a fit or a checkpoint needs them)
 HEAVY = ("torch", "lightning", "jsonargparse", "transformers", "datasets", "wandb", "matplotlib", "tetraformer.interop")
-# what `generate` never needs: data reading, Hugging Face import/export, W&B
-NOT_FOR_GENERATE = ("datasets", "pandas", "pyarrow", "wandb", "tetraformer.interop")
+# what `generate` never needs: data reading, Hugging Face import/export, W&B, lm-eval (`evaluate` imports it to run)
+NOT_FOR_GENERATE = ("datasets", "pandas", "pyarrow", "wandb", "tetraformer.interop", "lm_eval")
 
 
 def loaded_after(code: str, names: tuple[str, ...]) -> list[str]:

@@ -11,10 +11,12 @@ def test_importing_the_cli_loads_nothing_heavy() -> None:
 
 
 def test_what_generate_imports_leaves_data_and_interop_unloaded() -> None:
-    """The CLI's modules and each generating task's module (what a checkpoint names) load without `datasets`,
-    W&B or the Hugging Face interop: `generate` reads no data file."""
+    """The CLI's modules (`tetraformer --help` loads them) and each generating task's module (what a checkpoint
+    names) load without `datasets`, W&B, the Hugging Face interop or lm-eval: `generate` reads no data file, and
+    `evaluate` imports lm-eval when it runs."""
     code = (
-        "import tetraformer.cli.app, tetraformer.cli.commands, tetraformer.cli.task_loading\n"
+        "import tetraformer.cli.app, tetraformer.cli.commands, tetraformer.cli.task_loading, tetraformer.cli.evaluate\n"
+        "import tetraformer.evaluation.harness, tetraformer.evaluation.scores\n"
         "import tasks.language_modeling.module, tasks.seq2seq.module\n"
         "import tetraformer.training.checkpointing.loading"
     )

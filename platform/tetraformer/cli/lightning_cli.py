@@ -56,6 +56,7 @@ Other commands: `tetraformer generate --ckpt PATH --prompt TEXT`, `tetraformer t
 `tetraformer convert from-hf SRC_DIR OUT_CKPT | to-hf CKPT OUT_DIR`,
 `tetraformer attention --ckpt PATH (--image FILE | --text TEXT)`,
 `tetraformer compare -c COMPARISON.yaml [--budget.max_steps N] [--seeds N] [--out DIR]`,
+`tetraformer evaluate --ckpt PATH --tasks NAMES [--include_path DIR]` (lm-evaluation-harness scores),
 `tetraformer prepare -c CONFIG` (builds the tokenizer and token stores a fit reads),
 `tetraformer vectors --input FILES --output DIR` (word vectors counted from text) (run each with --help)."""
 

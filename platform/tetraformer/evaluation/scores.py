@@ -47,13 +47,23 @@ def flat_scores(scores: Scores) -> dict[str, float]:
 
 
 def scores_table(scores: Scores) -> str:
-    """A Markdown table of the scores: task, metric, value, stderr."""
+    """A Markdown table of the scores: task, metric, value (n/a: not finite), stderr."""
     rows = [
-        [task, metric, cell["value"], "" if cell["stderr"] is None else cell["stderr"]]
+        [
+            task,
+            metric,
+            "n/a" if cell["value"] is None else cell["value"],
+            "" if cell["stderr"] is None else cell["stderr"],
+        ]
         for task, metrics in scores.items()
         for metric, cell in metrics.items()
     ]
     return markdown_table(rows, ["task", "metric", "value", "stderr"])
+
+
+def _cell(value: float | None, missing: str) -> float | str:
+    """A table cell: the number, or `missing` for None."""
+    return missing if value is None else value
 
 
 def _number(value: Any) -> bool:
