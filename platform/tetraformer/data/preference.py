@@ -50,7 +50,7 @@ def preference_pair(record: Record) -> Pair:
         keys = ", ".join(repr(k) for k in data) or "none"
         need = ", ".join(repr(name) for name in missing)
         raise record.error(
-            f"a preference record needs 'prompt', 'chosen' and 'rejected'; {need} missing (keys: {keys})"
+            f"a preference record needs 'prompt', 'chosen' and 'rejected'; {need} missing (keys present: {keys})"
         )
     prompt = _prompt(record, data["prompt"], data.get("system"))
     return Pair(prompt, _reply(record, "chosen", data["chosen"]), _reply(record, "rejected", data["rejected"]))

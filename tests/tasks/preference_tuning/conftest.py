@@ -10,7 +10,11 @@ from typing import Any
 import pytest
 
 from tests.cli_runner import config_runner, tiny_run_config
-from tests.tasks.instruction_tuning.conftest import CHATS, qwen2_folder
+from tests.tasks.instruction_tuning.conftest import (
+    CHATS,
+    qwen2_folder,
+    trained_run,  # noqa: F401 - the chat checkpoint DPO starts from
+)
 
 PREFERENCE_TUNING = "tasks.preference_tuning.module.PreferenceTuning"
 PREFERENCE_DATA = "tasks.preference_tuning.data.PreferenceData"
