@@ -187,6 +187,7 @@ def test_evaluation_with_another_runs_config_writes_a_fresh_dir_and_overwrites_n
         with metrics.open() as f:
             assert [row["test/acc"] for row in csv.DictReader(f) if row.get("test/acc")]
         assert (out / "reports" / "test_per_class.csv").is_file() and (out / "config.yaml").is_file()
+        assert yaml.safe_load((out / "from_checkpoint.yaml").read_text())["model"]["class_path"]  # kept, not in /tmp
         assert f"wrote {metrics}" in caplog.text
     (predicted,) = [name for _, name in made if name.startswith("predict")]
     predictions = other / "eval" / predicted / "predictions.jsonl"

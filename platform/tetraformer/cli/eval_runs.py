@@ -12,7 +12,6 @@ checkpoint's (over any `-c` config's, since the weights fix the architecture), a
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +51,8 @@ def evaluation_args(argv: list[str]) -> list[str]:
     if configs and tokenizer_dir is not None:
         extra += ["--data.tokenizer", str(tokenizer_dir)]
     sections = ("model",) if configs else ("model", "data")
-    return [argv[0], *configs, "-c", str(checkpoint_config(ckpt, tokenizer_dir, sections)), *flags, *extra]
+    config = checkpoint_config(ckpt, tokenizer_dir, root, sections)
+    return [argv[0], *configs, "-c", str(config), *flags, *extra]
 
 
 def evaluated_spec(stage: str, ckpt_path: str | None) -> DataSpec | None:
@@ -76,9 +76,10 @@ def evaluation_dir(root: Path, stage: str) -> Path:
 
 
 def checkpoint_config(
-    ckpt: dict[str, Any], tokenizer_dir: Path | None, names: tuple[str, ...] = ("model", "data")
+    ckpt: dict[str, Any], tokenizer_dir: Path | None, root: Path, names: tuple[str, ...] = ("model", "data")
 ) -> Path:
-    """A config file with the named sections (model, data) rebuilt from a checkpoint's hyper-parameters."""
+    """ROOT/from_checkpoint.yaml: the named sections (model, data) rebuilt from a checkpoint's hyper-parameters, kept
+    in the evaluation's own directory beside what it writes (not a temp file left behind)."""
     sections = {}
     for key, name in (("hyper_parameters", "model"), ("datamodule_hyper_parameters", "data")):
         if name not in names:
@@ -90,6 +91,7 @@ def checkpoint_config(
             sections[name] = {"class_path": class_path, "init_args": hparams}
     if tokenizer_dir is not None and "data" in sections:
         sections["data"]["init_args"]["tokenizer"] = str(tokenizer_dir)
-    config = Path(tempfile.mkdtemp(prefix="tetraformer-")) / "from_checkpoint.yaml"
+    root.mkdir(parents=True, exist_ok=True)
+    config = root / "from_checkpoint.yaml"
     config.write_text(yaml.safe_dump(sections))
     return config
