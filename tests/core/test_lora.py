@@ -203,7 +203,7 @@ def test_lora_disabled_runs_the_base_and_restores_the_adapters() -> None:
     base = nn.Sequential(nn.Linear(8, 8))
     x = torch.randn(3, 8)
     expected = base(x)
-    adapted_layer = LoRALinear(base[0], [(0, 8)], LoRAConfig(rank=2))
+    adapted_layer = LoRALinear(base[0], [(0, 8)], rank=2, scale=8.0)
     nn.init.normal_(adapted_layer.lora_b[0])
     base[0] = adapted_layer
     adapted = base(x)

@@ -1,25 +1,25 @@
 """LoRA: low-rank adapters on a network's Linear layers, chosen by role (attention q/k/v/o, feed-forward, head).
 
-A LoRALinear is the Linear it replaces (same `weight` and `bias` tensors, so the state-dict names stay) plus, per
-adapted slice of its output, A (rank x in, Kaiming-uniform) and B (slice x rank, zeros): a new adapter adds
-nothing. The fused q/k/v projection of self-attention takes one adapter per adapted role, on its slice.
+The layers are LoRALinear (core/lora_layer.py): the Linear they replace plus per-slice adapters, rsLoRA's scale
+alpha / sqrt(rank) or LoRA's alpha / rank, and DoRA's magnitudes. Ranks and alphas may differ per layer, matched by
+name as PEFT's rank_pattern and alpha_pattern are.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Literal, get_args
 
-import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tetraformer.core.attention import Attention
 from tetraformer.core.heads import ClassificationHead, LMHead, MaskedLMHead, TokenClassificationHead
 from tetraformer.core.layers import FeedForward
+from tetraformer.core.lora_layer import LoRALinear
 from tetraformer.errors import ConfigError, above, probability, require
 
 Role = Literal["q", "k", "v", "o", "ff_in", "ff_out", "head"]
@@ -35,6 +35,7 @@ ROLE_TABLE: dict[str, list[tuple[type[nn.Module], str, int | None]]] = {
     "ff_out": [(FeedForward, "down", None)],
 }
 SaveMode = Literal["adapters", "merged"]
+ADAPTER_TENSORS = ("lora_a", "lora_b", "lora_m")  # a LoRALinear's own parameter lists
 
 
 @dataclass
@@ -42,15 +43,24 @@ class LoRAConfig:
     """Low-rank adapters: rank 0 means none (the whole network trains)."""
 
     rank: int = 0
-    alpha: float = 16.0  # the adapters' output is scaled by alpha / rank
+    alpha: float = 16.0  # the adapters' output is scaled by alpha / rank (alpha / sqrt(rank) with rslora)
     dropout: float = 0.0  # on the adapters' input
     targets: list[Role] = field(default_factory=lambda: ["q", "k", "v", "o"])
     save: SaveMode = "adapters"  # checkpoints hold the adapters and a reference to the base, or merged weights
+    rslora: bool = False  # rank-stabilised LoRA: scale by alpha / sqrt(rank) instead of alpha / rank
+    dora: bool = False  # DoRA: a trained magnitude per output row over the adapted weight's direction
+    adapters: str | None = None  # a PEFT adapter folder to start from: its adapter_config.json sets the rest
+    rank_pattern: dict[str, int] = field(default_factory=dict)  # layer name (or its end) -> rank, as PEFT's
+    alpha_pattern: dict[str, float] = field(default_factory=dict)  # layer name (or its end) -> alpha, as PEFT's
 
     def __post_init__(self) -> None:
         """Reject ranks, rates and roles the adapters cannot use: an OptionError names the field."""
         require(self, "rank", self.rank, self.rank >= 0, "must be 0 (no LoRA) or more")
         above(self, 0, alpha=self.alpha)
+        bad_ranks = {k: v for k, v in self.rank_pattern.items() if int(v) < 1}
+        require(self, "rank_pattern", self.rank_pattern, not bad_ranks, "ranks must be 1 or more")
+        bad_alphas = {k: v for k, v in self.alpha_pattern.items() if float(v) <= 0}
+        require(self, "alpha_pattern", self.alpha_pattern, not bad_alphas, "alphas must be more than 0")
         probability(self, dropout=self.dropout)
         unknown = [t for t in self.targets if t not in ROLES]
         require(self, "targets", self.targets, not unknown and bool(self.targets), f"must be some of {list(ROLES)}")
@@ -75,68 +85,24 @@ class LoRAConfig:
 
     @property
     def enabled(self) -> bool:
-        """Whether the network gets adapters."""
-        return self.rank > 0
+        """Whether the network gets adapters (a rank, or a PEFT folder whose config gives one)."""
+        return self.rank > 0 or self.adapters is not None
+
+    def layer_rank(self, name: str) -> tuple[int, float]:
+        """(rank, alpha) of the layer `name`: the first pattern matching it (its whole name or a dotted end, as
+        PEFT matches), else the global rank and alpha."""
+        rank = pattern_value(self.rank_pattern, name, self.rank)
+        return int(rank), float(pattern_value(self.alpha_pattern, name, self.alpha))
+
+    def scale(self, rank: int, alpha: float) -> float:
+        """The adapters' output scale: alpha / sqrt(rank) with rsLoRA, else alpha / rank."""
+        return alpha / math.sqrt(rank) if self.rslora else alpha / rank
 
 
-class LoRALinear(nn.Linear):
-    """A frozen Linear plus low-rank adapters on slices of its output: y = x W^T + b + scale * B_i A_i x."""
-
-    def __init__(self, base: nn.Linear, slices: list[tuple[int, int]], cfg: LoRAConfig) -> None:
-        nn.Module.__init__(self)
-        self.in_features, self.out_features = base.in_features, base.out_features
-        self.weight, self.bias = base.weight, base.bias  # the same tensors: tied weights stay tied
-        self.weight.requires_grad_(False)
-        if self.bias is not None:
-            self.bias.requires_grad_(False)
-        self.slices, self.scale, self.merged, self.disabled = slices, cfg.alpha / cfg.rank, False, False
-        kw = {"device": base.weight.device, "dtype": base.weight.dtype}
-        self.lora_a = nn.ParameterList(torch.empty(cfg.rank, self.in_features, **kw) for _ in slices)
-        self.lora_b = nn.ParameterList(torch.zeros(end - start, cfg.rank, **kw) for start, end in slices)
-        for a in self.lora_a:
-            nn.init.kaiming_uniform_(a, a=math.sqrt(5))  # as nn.Linear and PEFT initialise A
-        self.lora_dropout = nn.Dropout(cfg.dropout)
-
-    def forward(self, x: Tensor) -> Tensor:
-        """The base projection plus each slice's adapter (none once merged)."""
-        y = F.linear(x, self.weight, self.bias)
-        if self.merged or self.disabled:
-            return y
-        h = self.lora_dropout(x) if self.training else x
-        deltas = [F.linear(F.linear(h, a), b) * self.scale for a, b in zip(self.lora_a, self.lora_b, strict=True)]
-        if self.slices == [(0, self.out_features)]:
-            return y + deltas[0]
-        bounds = sorted({0, self.out_features, *(s for pair in self.slices for s in pair)})
-        parts = list(y.split([end - start for start, end in zip(bounds, bounds[1:], strict=False)], -1))
-        for (start, _), delta in zip(self.slices, deltas, strict=True):
-            index = bounds.index(start)  # slices do not overlap: each is one part
-            parts[index] = parts[index] + delta
-        return torch.cat(parts, -1)
-
-    def delta_weight(self) -> Tensor:
-        """The adapters' full-size weight update, computed in fp32 (out x in)."""
-        delta = torch.zeros(self.out_features, self.in_features, device=self.weight.device, dtype=torch.float32)
-        for (start, end), a, b in zip(self.slices, self.lora_a, self.lora_b, strict=True):
-            delta[start:end] += (b.float() @ a.float()) * self.scale
-        return delta
-
-    def merge(self) -> None:
-        """Fold the adapters into the weight (in fp32, then cast to its dtype); forward then skips them."""
-        if not self.merged:
-            with torch.no_grad():
-                self.weight.copy_((self.weight.float() + self.delta_weight()).to(self.weight.dtype))
-            self.merged = True
-
-    def unmerge(self) -> None:
-        """Take the adapters back out of the weight (exact in fp32; within rounding in lower precision)."""
-        if self.merged:
-            with torch.no_grad():
-                self.weight.copy_((self.weight.float() - self.delta_weight()).to(self.weight.dtype))
-            self.merged = False
-
-    def extra_repr(self) -> str:
-        """Shape, rank and the adapted slices."""
-        return f"{super().extra_repr()}, rank={self.lora_a[0].shape[0]}, slices={self.slices}"
+def pattern_value(patterns: dict[str, float], name: str, default: float) -> float:
+    """The value of the first pattern naming a layer (its whole name, or an end after a dot: PEFT's rank_pattern
+    and alpha_pattern match, `(.*\\.)?(pattern)$`), else the default."""
+    return next((v for k, v in patterns.items() if re.match(rf"(.*\.)?({k})$", name)), default)
 
 
 def _fused_slices(owner: nn.Module, linear: nn.Linear, attr: str) -> list[tuple[int, int]]:
@@ -183,7 +149,9 @@ def apply_lora(model: nn.Module, cfg: LoRAConfig) -> list[str]:
                 f"--model.lora.targets: {key} shares its weight with the token embedding (tied), so its adapter "
                 "cannot be merged; leave 'head' out of the targets"
             )
-        setattr(owner, attr, LoRALinear(linear, sorted(slices), cfg))
+        rank, alpha = cfg.layer_rank(key)
+        layer = LoRALinear(linear, sorted(slices), rank, cfg.scale(rank, alpha), cfg.dropout, cfg.dora)
+        setattr(owner, attr, layer)
     return sorted(found)
 
 
@@ -233,9 +201,14 @@ def merged_state(model: nn.Module) -> dict[str, Tensor]:
     for name, layer in model.named_modules():
         if isinstance(layer, LoRALinear):
             prefix = f"{name}." if name else ""
-            weight = layer.weight if layer.merged else (layer.weight.float() + layer.delta_weight())
+            weight = layer.weight if layer.merged else layer.merged_weight()
             state[f"{prefix}weight"] = weight.detach().to(layer.weight.dtype)
-    return {k: v for k, v in state.items() if ".lora_a." not in f".{k}" and ".lora_b." not in f".{k}"}
+    return {k: v for k, v in state.items() if not is_adapter_key(k)}
+
+
+def is_adapter_key(key: str) -> bool:
+    """Whether a state-dict key is an adapter's tensor (A, B or a DoRA magnitude), not the network's."""
+    return any(f".{name}." in f".{key}" for name in ADAPTER_TENSORS)
 
 
 def parameter_counts(model: nn.Module) -> tuple[int, int]:
