@@ -176,3 +176,23 @@ def test_wandb_summary_run_offline(tmp_path: Path, results: list[RunResult]) -> 
     (table,) = run_files[0].parent.glob("files/media/table/compare/summary_*.table.json")
     data = json.loads(table.read_text())
     assert data["columns"][:2] == ["variant", "seeds"] and [row[0] for row in data["data"]] == ["alibi", "learned"]
+
+
+def test_lm_eval_scores_are_columns_ranked_their_way(tmp_path: Path) -> None:
+    """`evaluate:` scores: a column per task metric in results.csv and results.md, accuracy ranked highest first,
+    perplexity and bits per byte lowest first; a run without them leaves their cells empty."""
+    scored = {"quiz/acc": 0.6, "text/word_perplexity": 30.0, "text/bits_per_byte": 2.0}
+    worse = {"quiz/acc": 0.4, "text/word_perplexity": 40.0, "text/bits_per_byte": 2.5}
+    results = [
+        fake_run(tmp_path, "alibi", 0, [2.0, 1.5], evaluation=scored),
+        fake_run(tmp_path, "learned", 0, [2.2, 1.9], evaluation=worse),
+        fake_run(tmp_path, "rotary", 0, [2.1, 1.8]),
+    ]
+    write_report(tmp_path / "out", results, "positions", wandb_mode="disabled")
+    with (tmp_path / "out" / "results.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [row["quiz/acc"] for row in rows] == ["0.6", "0.4", ""]
+    table = md_rows((tmp_path / "out" / "results.md").read_text())
+    assert table["alibi"]["quiz/acc"] == "**0.6000**" and table["learned"]["quiz/acc"] == "0.4000"
+    assert table["alibi"]["text/word_perplexity"].startswith("**") and table["alibi"]["text/bits_per_byte"] == "**2**"
+    assert table["rotary"]["quiz/acc"] == ""

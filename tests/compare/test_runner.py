@@ -13,9 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.evaluation.harness_tasks import CHOICE, write_tasks
+from tests.evaluation.harness_tasks import TEXT as TEXT_TASK
 from tests.tasks.language_modeling.conftest import TEXT, tiny_config
 from tetraformer.cli import main
 from tetraformer.compare.measure import CUDA_PEAK, measure_run
+from tetraformer.compare.report import write_report
 from tetraformer.compare.result import RESULT_FILE, RunResult, read_result
 from tetraformer.compare.runner import Launched, budget_flags, fit_args, launch, run_comparison, unchanged
 from tetraformer.compare.spec import Budget, load_spec
@@ -279,3 +282,46 @@ def test_peak_memory_is_cuda_max_allocated_when_the_run_logged_it(
     on_cpu = RunResult("alibi", 0, str(root / "out" / "alibi" / "seed0"), "done")
     measure_run(on_cpu, root / "out" / "alibi" / "seed0", peak_rss_mb=3000.0)
     assert on_cpu.peak_memory_mb == 3000.0
+
+
+class InProcessLauncher(CountingLauncher):
+    """Runs each command in this process (what `launch` runs in a new one), recording it."""
+
+    def __call__(self, args: list[str], log_file: Path) -> Launched:
+        self.commands.append(args)
+        try:
+            main(args)
+        except SystemExit as ended:
+            return Launched(int(ended.code or 0), 0.0, "error")
+        return Launched(0, 0.0, "")
+
+
+def test_evaluate_scores_each_final_checkpoint_once(
+    compared: tuple[Path, list[RunResult], CountingLauncher], tmp_path: Path
+) -> None:
+    """`evaluate:` added to a comparison whose run is done: a restart scores the run's last.ckpt with `tetraformer
+    evaluate` and no fit; a failed evaluation keeps the run done with the error, the next restart scores it; once
+    scored, a restart starts nothing; the report gets a column per task metric."""
+    root, _, _ = compared
+    tasks = write_tasks(tmp_path / "tasks")
+    spec_file = tmp_path / "scored.yaml"
+    section = {"tasks": [CHOICE, TEXT_TASK], "include_path": str(tasks), "batch_size": 4}
+    fields = {"base": str(root / "base.yaml"), "variants": [ALIBI], "budget": {"max_steps": 4}, "evaluate": section}
+    spec_file.write_text(yaml.safe_dump(fields))
+    spec = load_spec(spec_file)
+    run_dir = shutil.copytree(root / "out" / "alibi" / "seed0", tmp_path / "out" / "alibi" / "seed0")
+    (run_dir / "command.json").write_text(json.dumps(fit_args(spec, spec.variants[0], 0, run_dir)))
+
+    failing = FailingLauncher()
+    (first,) = run_comparison(spec, tmp_path / "out", failing)
+    assert first.done and first.error == "evaluate: error: no data here" and first.evaluation == {}
+    assert [args[:3] for args in failing.commands] == [["evaluate", "--ckpt", str(run_dir / "checkpoints/last.ckpt")]]
+    scoring = InProcessLauncher()
+    (second,) = run_comparison(spec, tmp_path / "out", scoring)
+    assert [args[0] for args in scoring.commands] == ["evaluate"] and second.error is None
+    assert {f"{CHOICE}/acc", f"{CHOICE}/acc_norm", f"{TEXT_TASK}/bits_per_byte"} <= set(second.evaluation)
+    assert read_result(run_dir) == second
+    idle = CountingLauncher()
+    assert run_comparison(spec, tmp_path / "out", idle) == [second] and idle.commands == []
+    write_report(tmp_path / "report", [second], "scored", wandb_mode="disabled")
+    assert f"{CHOICE}/acc" in (tmp_path / "report" / "results.md").read_text()

@@ -104,3 +104,23 @@ def test_mistakes_are_one_line_errors_naming_file_and_key(tmp_path: Path, fields
         load_spec(path)
     assert str(err.value).startswith(f"{path}: ")
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_evaluate_names_tasks_a_folder_beside_the_file_and_options(tmp_path: Path) -> None:
+    """`evaluate:` scores each run's final checkpoint: its task names, include_path relative to the comparison file,
+    the command's options; each mistake is one line naming the key."""
+    (tmp_path / "tasks").mkdir()
+    section = {"tasks": ["quiz", "text"], "include_path": "tasks", "limit": 50}
+    spec = load_spec(write_spec(tmp_path, evaluate=section))
+    assert spec.evaluate is not None and spec.evaluate.tasks == ["quiz", "text"]
+    assert spec.evaluate.include_path == (tmp_path / "tasks").resolve() and spec.evaluate.limit == 50
+    assert load_spec(write_spec(tmp_path)).evaluate is None
+    mistakes = {
+        "evaluate: expected a mapping with 'tasks'": {"include_path": "tasks"},
+        "evaluate.shots: unknown key": {"tasks": ["quiz"], "shots": 5},
+        "evaluate.include_path 'elsewhere' is not a folder": {"tasks": ["quiz"], "include_path": "elsewhere"},
+        "evaluate.limit: expected a number": {"tasks": ["quiz"], "limit": "all"},
+    }
+    for said, wrong in mistakes.items():
+        with pytest.raises(ConfigError, match=said):
+            load_spec(write_spec(tmp_path, evaluate=wrong))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 from tetraformer.cli.option_errors import output_file
 from tetraformer.cli.parser import CommandParser
@@ -19,34 +20,41 @@ RESULTS_SUFFIX = ".lm_eval.json"  # default results file: beside the checkpoint,
 def evaluate_main(argv: list[str]) -> None:
     """Parse the command line, run lm-eval on the checkpoint, write the results and log their table."""
     args = parser().parse_args(argv)
-    names = task_names(args.tasks)
-    limit = limit_value(args.limit)
+    names, limit = task_names(args.tasks), limit_value(args.limit)
     if args.batch_size < 1:
         raise ConfigError(f"--batch_size {args.batch_size}: must be 1 or more")
     output = output_file(args.output or default_output(args.ckpt), "--output")
 
-    from tetraformer.evaluation.harness import evaluate_task, require_causal_lm, require_lm_eval, task_manager
-    from tetraformer.evaluation.scores import scores_table, write_scores
+    from tetraformer.evaluation.harness import evaluate_task, require_lm_eval, task_manager
 
     require_lm_eval()
     manager = task_manager(names, args.include_path)  # before the checkpoint loads: a wrong name shows at once
-    from tetraformer.cli.task_loading import load_task, require_tokenizer
-
-    task = load_task(str(args.ckpt), args.device or default_device())
-    require_tokenizer(task, str(args.ckpt))
-    require_causal_lm(task, args.ckpt)
+    task = causal_task(args.ckpt, args.device or default_device())
     scores, results = evaluate_task(task, names, manager, args.batch_size, limit, args.num_fewshot)
-    settings = {"tasks": names, "limit": limit, "num_fewshot": args.num_fewshot, "batch_size": args.batch_size}
+    include = str(args.include_path) if args.include_path is not None else None
+    settings = {"tasks": names, "include_path": include, "limit": limit, "num_fewshot": args.num_fewshot}
+    write_results(output, args.ckpt, scores, results, {**settings, "batch_size": args.batch_size})
+
+
+def causal_task(ckpt: Path, device: str) -> Any:
+    """The checkpoint's task module on `device`, checked to have a tokenizer and a causal LM to score."""
+    from tetraformer.cli.task_loading import load_task, require_tokenizer
+    from tetraformer.evaluation.harness import require_causal_lm
+
+    task = load_task(str(ckpt), device)
+    require_tokenizer(task, str(ckpt))
+    require_causal_lm(task, ckpt)
+    return task
+
+
+def write_results(output: Path, ckpt: Path, scores: Any, results: dict[str, Any], settings: dict[str, Any]) -> None:
+    """The scores JSON (with the checkpoint, settings, documents per task and lm-eval's version) and the log table."""
+    from tetraformer.evaluation.scores import scores_table, write_scores
+
     samples = {name: counts.get("effective") for name, counts in results.get("n-samples", {}).items()}
-    write_scores(
-        output,
-        scores,
-        checkpoint=str(args.ckpt),
-        settings=settings,
-        samples=samples,
-        lm_eval=version("lm_eval"),
-    )
-    log.info("lm-eval scores of %s:\n%s", args.ckpt, scores_table(scores))
+    about = {"checkpoint": str(ckpt), "settings": settings, "samples": samples, "lm_eval": version("lm_eval")}
+    write_scores(output, scores, **about)
+    log.info("lm-eval scores of %s:\n%s", ckpt, scores_table(scores))
     log.info("wrote %s", output)
 
 

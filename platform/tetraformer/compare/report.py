@@ -31,7 +31,7 @@ COST_BETTER: dict[str, str | None] = {
     "steps": None,
     "tokens": None,
 }
-LOWER_IS_BETTER = ("loss", "perplexity", "ppl", "error", "cer", "wer")
+LOWER_IS_BETTER = ("loss", "perplexity", "ppl", "error", "cer", "wer", "bits_per_byte")
 
 
 def write_report(out_dir: Path, results: list[RunResult], name: str, wandb_mode: WandbMode = "offline") -> list[Path]:
@@ -51,10 +51,12 @@ def write_report(out_dir: Path, results: list[RunResult], name: str, wandb_mode:
 
 
 def write_runs_csv(path: Path, results: list[RunResult]) -> Path:
-    """One row per run: identity, size, the monitor's best and final, test metrics, costs, extrapolation, error."""
+    """One row per run: identity, size, the monitor's best and final, test metrics, lm-eval scores, costs,
+    extrapolation, error."""
     tests = _keys(r.test for r in results)
+    scores = _keys(r.evaluation for r in results)
     factors = _keys(r.extrapolation for r in results)
-    columns = [*RUN_COLUMNS, *tests, *COST_COLUMNS, *(f"extrapolation/{f}" for f in factors)]
+    columns = [*RUN_COLUMNS, *tests, *scores, *COST_COLUMNS, *(f"extrapolation/{f}" for f in factors)]
     columns += ["run_dir", "overrides", "error"]
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
@@ -62,6 +64,7 @@ def write_runs_csv(path: Path, results: list[RunResult]) -> Path:
         for r in results:
             row = [r.variant, r.seed, r.status, r.params, r.flops_per_token, r.monitor, r.best, r.final]
             row += [(r.test or {}).get(k) for k in tests]
+            row += [(r.evaluation or {}).get(k) for k in scores]
             row += [getattr(r, k) for k in COST_COLUMNS]
             row += [(r.extrapolation or {}).get(k) for k in factors]
             row += [str(r.run_dir), json.dumps(r.overrides, sort_keys=True), r.error or ""]
@@ -75,11 +78,13 @@ def variant_table(done: list[RunResult]) -> tuple[list[str], list[list[str]]]:
         return ["variant"], []
     monitor, mode = done[0].monitor, done[0].monitor_mode
     tests = _keys(r.test for r in done)
+    scores = _keys(r.evaluation for r in done)
     metrics: list[tuple[str, Callable[[RunResult], Any], str | None]] = [
         ("params", lambda r: r.params, None),
         (f"best {monitor}", lambda r: r.best, mode),
         (f"final {monitor}", lambda r: r.final, mode),
         *((k, lambda r, k=k: (r.test or {}).get(k), _better(k, monitor, mode)) for k in tests),
+        *((k, lambda r, k=k: (r.evaluation or {}).get(k), _better(k, "", mode)) for k in scores),
         *((k, lambda r, k=k: getattr(r, k), better) for k, better in COST_BETTER.items()),
     ]
     return _table(_by_variant(done), "seeds", metrics)

@@ -37,6 +37,7 @@ class RunResult:
     tokens: int = 0  # training tokens (or images) seen
     overrides: dict[str, Any] = field(default_factory=dict)  # the variant's dotted-key overrides
     extrapolation: dict[str, float | str] | None = None  # LM val loss per length: {"1x": 1.4, "4x": "n/a"}
+    evaluation: dict[str, float | None] = field(default_factory=dict)  # lm-eval scores: {"quiz/acc": 0.6}
 
     @property
     def done(self) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tetraformer.compare.evaluation import evaluate_args, run_scores
 from tetraformer.compare.extrapolation import extrapolate
 from tetraformer.compare.measure import measure_run
 from tetraformer.compare.result import RunResult, read_result, write_result
@@ -103,8 +104,26 @@ def run_one(spec: ComparisonSpec, variant: Variant, seed: int, run_dir: Path, la
             result.extrapolation = extrapolate(run_dir, spec.extrapolation)
     except (OSError, KeyError, ValueError) as err:
         return failed(variant, seed, run_dir, f"measuring: {err}", time.perf_counter() - start)
+    score(spec, result, run_dir, launcher)
     result.wall_s = time.perf_counter() - start
     return result
+
+
+def score(spec: ComparisonSpec, result: RunResult, run_dir: Path, launcher: Launcher) -> None:
+    """Fill `result.evaluation` with the lm-eval scores of the run's final checkpoint (`tetraformer evaluate`, run
+    once for the spec's tasks and options). A failed evaluation is logged and kept as the result's error: the run
+    stays done, and a restart scores it again without training it again."""
+    if spec.evaluate is None:
+        return
+    scores = run_scores(spec.evaluate, run_dir)
+    if scores is None:
+        launched = launcher(evaluate_args(spec.evaluate, run_dir), run_dir / FIT_LOG)
+        if launched.returncode != 0:
+            log.warning("%s seed %d: evaluate failed: %s", result.variant, result.seed, launched.last_line)
+            result.error = f"evaluate: {launched.last_line}"
+            return
+        scores = run_scores(spec.evaluate, run_dir) or {}
+    result.evaluation, result.error = scores, None
 
 
 def failed(variant: Variant, seed: int, run_dir: Path, error: str, wall_s: float) -> RunResult:
@@ -129,6 +148,9 @@ def run_comparison(spec: ComparisonSpec, out_dir: Path, launcher: Launcher = lau
             previous = read_result(run_dir)
             if previous is not None and previous.done and unchanged(run_dir, fit_args(spec, variant, seed, run_dir)):
                 log.info("%s seed %d: done before, skipped (%s)", variant.name, seed, run_dir)
+                if spec.evaluate is not None:  # scores asked for since it ran, or an evaluation that failed
+                    score(spec, previous, run_dir, launcher)
+                    write_result(previous, run_dir)
                 results.append(previous)
                 continue
             log.info("%s seed %d: %s -> %s", variant.name, seed, spec.budget.describe(), run_dir)

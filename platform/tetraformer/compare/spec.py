@@ -10,10 +10,14 @@ from typing import Any, Literal
 
 import yaml
 
+from tetraformer.compare.evaluation import EvaluateSpec, evaluate_spec
 from tetraformer.errors import ConfigError
 
 BUDGET_KEYS = ("max_steps", "max_time", "tokens")
-SPEC_KEYS = ("base", "overrides", "variants", "grid", "seeds", "budget", "test", "extrapolation", "peak_tflops")
+SPEC_KEYS = (
+    *("base", "overrides", "variants", "grid", "seeds", "budget", "test", "extrapolation", "peak_tflops"),
+    "evaluate",
+)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
 
 
@@ -53,6 +57,7 @@ class ComparisonSpec:
     extrapolation: list[int] | None = None
     peak_tflops: float | Literal["auto"] = "auto"  # auto: each run times its device's matmul peak at start
     shared: dict[str, Any] = field(default_factory=dict)  # overrides of every run (data paths, model size)
+    evaluate: EvaluateSpec | None = None  # lm-eval tasks each run's final checkpoint is scored on
 
 
 def load_spec(
@@ -83,6 +88,7 @@ def load_spec(
         extrapolation=extrapolation_factors(path, data.get("extrapolation")),
         peak_tflops=peak(path, data.get("peak_tflops", "auto")),
         shared=shared_overrides(path, data.get("overrides"), overrides or {}, found),
+        evaluate=evaluate_spec(path, data.get("evaluate")),
     )
 
 
