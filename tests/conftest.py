@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -33,14 +34,25 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+MADE_CACHE = pytest.StashKey[str]()  # the cache folder this pytest process made (xdist workers inherit the variable)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Keep the bf16 layout cache of test runs (and their subprocesses) out of the user's ~/.cache; run tests and
     their subprocesses on one torch thread."""
     if "TETRAFORMER_CACHE_DIR" not in os.environ:
         os.environ["TETRAFORMER_CACHE_DIR"] = tempfile.mkdtemp(prefix="tetraformer-cache-")
+        config.stash[MADE_CACHE] = os.environ["TETRAFORMER_CACHE_DIR"]
     # The tiny test models gain nothing from more threads, and on a busy machine the threads of a process spin
     # waiting for each other: a CLI fit then costs several times the CPU time (8x measured under a load of 10).
     torch.set_num_threads(int(os.environ.setdefault("OMP_NUM_THREADS", "1")))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the cache folder pytest_configure made, so test runs leave nothing in /tmp."""
+    made = config.stash.get(MADE_CACHE, None)
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
 
 
 # Fixtures that run the `tetraformer` CLI (a fit, or a command on a checkpoint a fit made): their tests are `slow`.
