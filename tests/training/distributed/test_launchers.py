@@ -1,5 +1,10 @@
 """torchrun launches `tetraformer fit` on one node or several: Lightning joins torchrun's processes
-(TorchElasticEnvironment) instead of starting its own, and the run trains to the end with one tokenizer."""
+(TorchElasticEnvironment) instead of starting its own, and the run trains to the end with one tokenizer.
+
+Two "nodes" of one process each prove what one node of two processes would: Lightning takes its ranks from
+torchrun's environment either way (a rank that started its own, or ignored torchrun's node rank, would not be
+MEMBER 2/2), and only global rank 0 prepares the run. DDP with activation checkpointing also trains on ranks forked
+from the test process (tests/training/distributed/test_lora_ddp.py)."""
 
 from __future__ import annotations
 
@@ -39,33 +44,10 @@ def _finished(run: Path, steps: int) -> None:
 
 
 @pytest.mark.distributed
-def test_torchrun_single_node_two_processes(tmp_path: Path) -> None:
-    """`torchrun --nproc_per_node 2 -m tetraformer.cli fit --trainer.strategy ddp --trainer.devices 2` trains one
-    run of world size 2 (not 2 x 2: Lightning uses torchrun's processes), activation checkpointing on."""
-    run = tmp_path / "run"
-    config = lm_config_file(tmp_path, run)
-    fit_args = [
-        "--trainer.strategy",
-        "ddp",
-        "--trainer.devices",
-        "2",
-        "--trainer.max_steps",
-        "6",
-        "--model.arch.activation_checkpointing",
-        "true",
-    ]
-    command = torchrun("--nproc_per_node", "2", "--master_port", str(free_port()), config=config, fit_args=fit_args)
-    done = subprocess.run(command, env=quiet_env(), capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    members = sorted(line.split("MEMBER: ")[1] for line in done.stderr.splitlines() if "MEMBER: " in line)
-    assert members == ["1/2", "2/2"]
-    _finished(run, 6)
-
-
-@pytest.mark.distributed
 def test_torchrun_two_nodes(tmp_path: Path) -> None:
     """Two torchrun "nodes" (`--nnodes 2 --node_rank R --rdzv_endpoint HOST:PORT`, one process each) with
-    `--trainer.num_nodes 2` train one run; only global rank 0 trains the tokenizer into the shared run directory."""
+    `--trainer.num_nodes 2` train one run (activation checkpointing on); only global rank 0 trains the tokenizer into
+    the shared run directory."""
     run = tmp_path / "run"
     config = lm_config_file(tmp_path, run)
     endpoint = f"127.0.0.1:{free_port()}"
@@ -78,6 +60,8 @@ def test_torchrun_two_nodes(tmp_path: Path) -> None:
         "1",
         "--trainer.max_steps",
         "6",
+        "--model.arch.activation_checkpointing",
+        "true",
     ]
     paths = [tmp_path / f"node{rank}.log" for rank in (0, 1)]  # files, not pipes: a full pipe would stall a node
     with paths[0].open("w") as log0, paths[1].open("w") as log1:
