@@ -12,13 +12,12 @@ import json
 import logging
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 import torch
 import transformers
-from lm_eval.models.huggingface import HFLM
 
 from tests.evaluation.harness_tasks import CHOICE, CONTINUE, NEW_TOKENS, TEXT, tiny_checkpoint, write_tasks
 from tetraformer.cli import main
@@ -28,6 +27,9 @@ from tetraformer.evaluation.harness import run_harness, task_manager
 from tetraformer.evaluation.scores import harness_scores
 from tetraformer.training.base.text_generation import TextGenerationConfig
 from tetraformer.training.checkpointing.loading import load_task_module
+
+if TYPE_CHECKING:
+    from lm_eval.models.huggingface import HFLM
 
 TASKS = [CHOICE, TEXT, CONTINUE]
 BATCH = 3  # not a divisor of any task's request count: a short last batch of mixed lengths
@@ -48,6 +50,8 @@ def hf_model(export: Path) -> HFLM:
     """lm-eval's `hf` model on the export, as `--model hf --model_args pretrained=EXPORT,add_bos_token=False` runs it,
     but for one setting: the export's generation_config.json carries the task's max_new_tokens, which transformers'
     `generate` prefers to the max_length lm-eval passes (each request would decode 64 tokens instead of 8)."""
+    from lm_eval.models.huggingface import HFLM  # here: importing it costs every test worker's collection
+
     model = transformers.AutoModelForCausalLM.from_pretrained(export).eval()
     model.generation_config.max_new_tokens = None
     tokenizer = transformers.AutoTokenizer.from_pretrained(export)
@@ -108,6 +112,7 @@ def test_generate_until_is_greedy_generate(made: Made) -> None:
     assert any(text.strip() for text in texts)
 
 
+@pytest.mark.slow  # runs the CLI (in-process)
 def test_the_command_writes_the_scores_and_logs_their_table(
     made: Made, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from lm_eval.models.huggingface import HFLM
 
 from tests.evaluation.harness_tasks import CHOICE, TEXT, write_tasks
 from tests.processes import tetraformer
@@ -28,6 +27,8 @@ def test_evaluate_scores_what_lm_eval_scores_on_the_export(
     reference: Callable[[str], Reference], task: str, tmp_path: Path
 ) -> None:
     """Accuracy (and its stderr) equal, perplexities within 1e-4 of each other's relative size."""
+    from lm_eval.models.huggingface import HFLM  # here: importing it costs every test worker's collection
+
     ref = reference(task)
     tasks = write_tasks(tmp_path / "tasks")
     out = tmp_path / "scores.json"
