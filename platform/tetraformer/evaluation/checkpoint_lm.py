@@ -21,6 +21,7 @@ from lm_eval.models.utils import normalize_gen_kwargs
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from torch import Tensor
 
+from tetraformer.errors import TetraformerError
 from tetraformer.training.base.text_generation import TextGenerationConfig
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,15 @@ class CheckpointLM(TemplateLM):
         """Token ids of a text, without special tokens unless asked for."""
         return self.tokenizer.encode(string, add_special_tokens=bool(add_special_tokens))
 
-    def _loglikelihood_tokens(self, requests: list[Scored], disable_tqdm: bool = False, **kwargs: Any) -> list:
+    def _loglikelihood_tokens(
+        self, requests: list[Scored], disable_tqdm: bool = False, **kwargs: Any
+    ) -> list[tuple[float, bool]]:
         """(summed log-probability, whether greedy decoding gives it) of each continuation after its context."""
+        longest = max((len(request[2]) for request in requests), default=0)
+        if longest > self.max_length:
+            raise TetraformerError(
+                f"a task's answer of {longest} tokens is longer than the {self.max_length} positions the model takes"
+            )
         order = sorted(range(len(requests)), key=lambda i: -len(requests[i][1]) - len(requests[i][2]))
         results: list[tuple[float, bool]] = [(0.0, False)] * len(requests)
         for start in range(0, len(order), self.batch_size):
