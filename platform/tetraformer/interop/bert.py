@@ -199,7 +199,11 @@ class BertBase(HFModel):
 
     def export_weights(self) -> dict[str, Tensor]:
         """HF-named tensors for this model."""
-        return export_state(self, self.rules(self.base_prefix))
+        return export_state(self, self.export_rules())
+
+    def export_rules(self) -> list[Rule]:
+        """Every tensor's rule, the backbone under `base_prefix`."""
+        return self.rules(self.base_prefix)
 
     @classmethod
     def from_checkpoint(cls, cfg: TransformerConfig, hf: dict, weights: dict[str, Tensor], prefix: str) -> BertBase:

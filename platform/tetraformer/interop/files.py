@@ -33,7 +33,8 @@ TOKENIZER_FILES = (  # copied beside the weights on save: the tokenizer, its cha
     "preprocessor_config.json",
 )
 EXPORT_MARK = ".tetraformer_export"  # written last into every export: a folder holding it may be replaced
-EXPORT_FILES = frozenset({"config.json", "model.safetensors", *TOKENIZER_FILES, EXPORT_MARK})  # all an export writes
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")  # a PEFT adapter folder's (convert to-peft)
+EXPORT_FILES = frozenset({"config.json", "model.safetensors", *ADAPTER_FILES, *TOKENIZER_FILES, EXPORT_MARK})
 
 
 def read_config(path: str | Path) -> dict:
@@ -81,10 +82,15 @@ def write_model_dir(
         metadata={"format": "pt"},
     )
     if tokenizer_dir is not None:
-        for name in TOKENIZER_FILES:
-            if (Path(tokenizer_dir) / name).is_file():
-                shutil.copy2(Path(tokenizer_dir) / name, out / name)
+        copy_tokenizer_files(tokenizer_dir, out)
     return out
+
+
+def copy_tokenizer_files(tokenizer_dir: str | Path, out: Path) -> None:
+    """Copy the TOKENIZER_FILES a folder has into `out`."""
+    for name in TOKENIZER_FILES:
+        if (Path(tokenizer_dir) / name).is_file():
+            shutil.copy2(Path(tokenizer_dir) / name, out / name)
 
 
 def check_export_dir(out: str | Path) -> None:
@@ -114,7 +120,7 @@ def staged_export(out: str | Path) -> Iterator[Path]:
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-{os.getpid()}-", dir=out.parent))
     try:
         yield stage
-        (stage / EXPORT_MARK).write_text("written by `tetraformer convert to-hf`\n", encoding="utf-8")
+        (stage / EXPORT_MARK).write_text("written by `tetraformer convert`\n", encoding="utf-8")
         _replace(out, stage)
     finally:
         shutil.rmtree(stage, ignore_errors=True)  # gone already after a successful rename

@@ -158,7 +158,11 @@ class GPT2Base(HFModel):
 
     def export_weights(self) -> dict[str, Tensor]:
         """HF-named tensors for this model (a tied head is left to transformers to re-tie)."""
-        return export_state(self, self.rules(self.base_prefix))
+        return export_state(self, self.export_rules())
+
+    def export_rules(self) -> list[Rule]:
+        """Every tensor's rule, the backbone under `base_prefix`."""
+        return self.rules(self.base_prefix)
 
 
 class HFGPT2Model(GPT2Base):

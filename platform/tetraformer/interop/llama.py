@@ -229,7 +229,11 @@ class LlamaFamilyForCausalLM(HFModel):
 
     def export_weights(self) -> dict[str, Tensor]:
         """HF-named tensors for this model (a tied head is left to transformers to re-tie)."""
-        return export_state(self, decoder_rules(self.core.cfg))
+        return export_state(self, self.export_rules())
+
+    def export_rules(self) -> list[Rule]:
+        """Every tensor's rule, the decoder under `model.`."""
+        return decoder_rules(self.core.cfg)
 
 
 class HFLlamaForCausalLM(LlamaFamilyForCausalLM):

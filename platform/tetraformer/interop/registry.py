@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from tetraformer.core.config import TransformerConfig
 from tetraformer.interop.errors import InteropError
 from tetraformer.interop.files import read_config, read_weights, write_model_dir
+from tetraformer.interop.mapping import Rule
 from tetraformer.payload import StartingPoint, StartingPointSource
 
 
@@ -41,6 +42,10 @@ class HFModel(nn.Module):
 
     def export_weights(self) -> dict[str, Tensor]:
         """This model's tensors under Hugging Face's names."""
+        raise NotImplementedError
+
+    def export_rules(self) -> list[Rule]:
+        """The rules export_weights writes this model's tensors by (what else it does to them, it does after)."""
         raise NotImplementedError
 
 

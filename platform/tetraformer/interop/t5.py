@@ -93,9 +93,13 @@ class T5Base(HFModel):
         """config.json for this model."""
         return config_to_hf(self.core.cfg, self.hf_config, tied=not self.untied_head())
 
+    def export_rules(self) -> list[Rule]:
+        """Every tensor's rule (T5 checkpoints have no prefix)."""
+        return self.rules("")
+
     def export_weights(self) -> dict[str, Tensor]:
         """T5-named tensors for this model; a core that scales scores by 1/sqrt(d_head) has it folded into Q."""
-        weights = export_state(self, self.rules(""))
+        weights = export_state(self, self.export_rules())
         if self.core.cfg.scale_attention:
             scale = self.core.cfg.head_dim**-0.5  # q.k / sqrt(d) = (q / sqrt(d)).k: T5's own convention
             weights = {k: v * scale if k.endswith(QUERY_WEIGHTS) else v for k, v in weights.items()}

@@ -70,6 +70,10 @@ class ViTBase(HFModel):
         """Rules for the tensors beside the backbone."""
         return []
 
+    def export_rules(self) -> list[Rule]:
+        """Every tensor's rule, the backbone under `base_prefix`."""
+        return self.rules(self.base_prefix)
+
     def export_config(self) -> dict:
         """config.json for this model."""
         return config_to_hf(self.backbone().cfg, self.hf_config)
@@ -77,7 +81,7 @@ class ViTBase(HFModel):
     def export_weights(self) -> dict[str, Tensor]:
         """HF tensors of the backbone and head, position embeddings back in HF's (1, 1 + N, D) layout."""
         require(self.backbone().cfg, "ViT", VIT_SHAPE)
-        weights = export_state(self, self.rules(self.base_prefix))
+        weights = export_state(self, self.export_rules())
         key = self.base_prefix + POSITIONS
         weights[key] = weights[key][None]
         return weights
