@@ -4,6 +4,7 @@ steps, a recorder of weights around each step, and a language model whose loss t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -13,7 +14,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from tasks.language_modeling.module import LanguageModeling
-from tetraformer.training.callbacks.numerics import NonFiniteGuard
+from tetraformer.training.callbacks.numerics import NonFiniteError, NonFiniteGuard
 
 
 class InfGradient(torch.autograd.Function):
@@ -118,11 +119,30 @@ def regression_run(
 
 
 class NaNLanguageModeling(LanguageModeling):
-    """The language-modelling task whose training loss is NaN at `nan_step` (on `nan_rank` only, if set)."""
+    """The language-modelling task whose training loss is NaN at `nan_step` (on `nan_rank` only, if set); with
+    `errors_dir`, each rank writes the error that stopped its step to errors_dir/rankN (forked ranks raise it to
+    their launcher, which reports one rank's alone)."""
 
-    def __init__(self, *args: Any, nan_step: int = -1, nan_rank: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        nan_step: int = -1,
+        nan_rank: int | None = None,
+        errors_dir: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self.nan_step, self.nan_rank = nan_step, nan_rank
+        self.nan_step, self.nan_rank, self.errors_dir = nan_step, nan_rank, errors_dir
+
+    def optimizer_step(self, *args: Any, **kwargs: Any) -> None:
+        """The task's step, writing down a non-finite guard's error before it goes on up."""
+        try:
+            super().optimizer_step(*args, **kwargs)
+        except NonFiniteError as error:
+            if self.errors_dir:
+                Path(self.errors_dir).mkdir(parents=True, exist_ok=True)
+                (Path(self.errors_dir) / f"rank{self.global_rank}").write_text(str(error))
+            raise
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         """The task's loss, NaN on the chosen step and rank."""
