@@ -9,8 +9,10 @@ import pytest
 import torch
 import yaml
 
+from tasks.language_modeling.data import LanguageModelingData
 from tests.tasks.language_modeling.conftest import tiny_config
 from tetraformer.cli import main
+from tetraformer.data.errors import DataError
 
 
 def error_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -99,26 +101,37 @@ def test_val_check_interval_beyond_an_epoch(
     ],
 )
 def test_bad_input_is_one_line_naming_file_and_line(
-    name: str,
-    content: bytes | None,
-    options: dict,
-    expected: str,
-    run_cli: Callable[..., Path],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    name: str, content: bytes | None, options: dict, expected: str, tmp_path: Path
 ) -> None:
-    """Each bad input stops the CLI (exit code 2) with one error line, the last, naming the file (and line); a
-    decode error names --data.encoding, a JSON error its line and column in the file, not a cut-off phrase."""
+    """Each bad input stops the data preparation with one line naming the file (and line); a decode error names
+    --data.encoding, a JSON error its line and column in the file, not a cut-off phrase. The CLI's one `error:` line
+    for such a DataError is the next test's."""
     path = tmp_path / name
     if content is not None:
         path.write_bytes(content)
+    data = LanguageModelingData(
+        train_path=str(path), documents="line", tokenizer_type="char", block_size=16, batch_size=8, **options
+    )
+    with pytest.raises(DataError) as error:
+        data.prepare_data()
+        data.setup("fit")
+    line = str(error.value)
+    assert "\n" not in line and str(path) in line and expected in line
+    assert "encoding=" not in line and ("--data.encoding latin-1" in line) == (name == "latin1.txt")
+
+
+def test_bad_input_through_the_cli_is_its_last_line(
+    run_cli: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad file stops `fit` (exit code 2) with one error line, the last, naming the file and line."""
+    path = tmp_path / "latin1.txt"
+    path.write_bytes(b"good line\nbad \xff byte\n")
     with pytest.raises(SystemExit) as exit_info:
-        run_cli("fit", "--trainer.fast_dev_run", "1", train_path=str(path), documents="line", **options)
+        run_cli("fit", "--trainer.fast_dev_run", "1", train_path=str(path), documents="line")
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     (line,) = [line for line in lines if line.startswith("error:")]
-    assert line == lines[-1] and expected in line
-    assert "encoding=" not in line and ("--data.encoding latin-1" in line) == (name == "latin1.txt")
+    assert line == lines[-1] and f"{path}:2: cannot decode byte 0xff" in line and "--data.encoding latin-1" in line
 
 
 @pytest.mark.parametrize(
