@@ -1,9 +1,8 @@
 """lm-eval on a checkpoint's own network scores what lm-eval's `hf` model scores on the checkpoint's export.
 
 One tiny random causal-LM checkpoint (tests/evaluation/harness_tasks.py), exported in-process as `convert to-hf` does;
-lm-eval's HFLM runs on the export once per module, with `add_bos_token=False` (the platform's tokenizers would
-add `<s> ... </s>` around every text, and HFLM cuts a continuation from the whole text's ids by the context's
-length: with the trailing `</s>` the cut lands one token late).
+lm-eval's HFLM runs on the export once per module with its default settings (the export's tokenizer encodes text
+plainly, as training and `generate` do: interop/convert.py's plain_text_encoding).
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ class Made:
 
 
 def hf_model(export: Path) -> HFLM:
-    """lm-eval's `hf` model on the export, as `--model hf --model_args pretrained=EXPORT,add_bos_token=False` runs it,
+    """lm-eval's `hf` model on the export, as `--model hf --model_args pretrained=EXPORT` runs it,
     but for one setting: the export's generation_config.json carries the task's max_new_tokens, which transformers'
     `generate` prefers to the max_length lm-eval passes (each request would decode 64 tokens instead of 8)."""
     from lm_eval.models.huggingface import HFLM  # here: importing it costs every test worker's collection
@@ -55,7 +54,7 @@ def hf_model(export: Path) -> HFLM:
     model = transformers.AutoModelForCausalLM.from_pretrained(export).eval()
     model.generation_config.max_new_tokens = None
     tokenizer = transformers.AutoTokenizer.from_pretrained(export)
-    return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=BATCH, device="cpu", add_bos_token=False)
+    return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=BATCH, device="cpu")
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,7 @@
 scores on local multiple-choice and rolling-loglikelihood tasks what lm-eval's own `hf` model scores on its export.
 
 The export is `convert to-hf`'s function run in-process (the fresh export process is test_checkpoint_commands.py's);
-lm-eval's `hf` model reads it as `--model hf --model_args pretrained=EXPORT,add_bos_token=False` would (the
-checkpoint's tokenizer puts `<s> ... </s>` around a text it encodes with special tokens).
+lm-eval's `hf` model reads it with its defaults, as `--model hf --model_args pretrained=EXPORT` would.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ def test_evaluate_scores_what_lm_eval_scores_on_the_export(
     args = ["--tasks", f"{CHOICE},{TEXT}", "--include_path", tasks, "--output", out, "--batch_size", "4"]
     tetraformer("evaluate", "--ckpt", ref.alone, *args, cache_dir=tmp_path / "cache")
     export = export_checkpoint(ref.alone, tmp_path / "export")
-    hf = HFLM(pretrained=str(export), device="cpu", batch_size=4, add_bos_token=False)
+    hf = HFLM(pretrained=str(export), device="cpu", batch_size=4)
     expected = harness_scores(run_harness(hf, [CHOICE, TEXT], task_manager([CHOICE, TEXT], tasks, builtin=False)))
     saved = read_scores(out)
     assert saved[CHOICE] == expected[CHOICE] and saved[CHOICE]["acc"]["stderr"] > 0

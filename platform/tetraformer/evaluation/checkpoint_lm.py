@@ -2,9 +2,9 @@
 
 Importing this module imports lm_eval (an optional dependency): the `evaluate` command imports it when it runs.
 Text is encoded without special tokens, as the platform's decoders train on documents (each ended by eos) and as
-`generate` encodes prompts; lm-eval's `hf` model does the same with `add_bos_token=False`. An empty context is the
-tokenizer's bos (else its eos), as in lm-eval's `hf` model. Requests are scored in batches of similar length, and
-only the scored positions go through the LM head.
+`generate` encodes prompts; so does lm-eval's `hf` model on the export, whose tokenizer adds none. An empty context
+is the tokenizer's bos (else its eos), as in lm-eval's `hf` model. Requests are scored in batches of similar length,
+and only the scored positions go through the LM head.
 """
 
 from __future__ import annotations

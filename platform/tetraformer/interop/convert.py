@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 from collections.abc import Mapping
@@ -11,6 +12,7 @@ from typing import Any
 from torch import nn
 
 from tetraformer.core.lora import strip_lora
+from tetraformer.core.models import CausalLM
 from tetraformer.data import DataError, load_tokenizer
 from tetraformer.data.tokenizer import decoder_start_token
 from tetraformer.interop.errors import InteropError
@@ -50,10 +52,35 @@ def export_network(
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
             tokenizer_dir = Path(tmp)
+            if isinstance(net, CausalLM):
+                plain_text_encoding(tokenizer_dir / "tokenizer.json")
         save_hf(wrapper.from_network(net, hf_config, tokenizer_dir), stage)
         if generation:
             write_generation_config(stage, generation)
     return Path(out_dir)
+
+
+def plain_text_encoding(path: Path) -> None:
+    """A causal LM's exported tokenizer.json encodes text as its training and `generate` did: without the `<s> A </s>`
+    a Tetraformer-trained tokenizer adds for encoders. Else `tokenizer(prompt)` in transformers (pipelines, lm-eval's
+    hf model) would end every prompt with `</s>`, the end of a document. Other post-processors (a Llama folder's
+    BOS) stay as they are."""
+    if not path.is_file():
+        return
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    processor = spec.get("post_processor") or {}
+    parts = processor.get("processors", [processor]) if processor.get("type") == "Sequence" else [processor]
+    kept = [part for part in parts if not _adds_document_ends(part)]
+    if len(kept) == len(parts):
+        return
+    spec["post_processor"] = None if not kept else kept[0] if len(kept) == 1 else {**processor, "processors": kept}
+    path.write_text(json.dumps(spec, ensure_ascii=False, indent=2), encoding="utf-8")
+
+
+def _adds_document_ends(processor: dict) -> bool:
+    """Whether a post-processor is the template `<s> $A </s>` (data/tokenizer.py's `_special_template`)."""
+    single = [next(iter(piece.values())).get("id") for piece in processor.get("single", [])]
+    return processor.get("type") == "TemplateProcessing" and single == ["<s>", "A", "</s>"]
 
 
 def token_config(tokenizer: Any, net: nn.Module) -> dict:
