@@ -214,7 +214,7 @@ def tokenizer_command(argv: list[str]) -> None:
 
 
 def convert_command(argv: list[str]) -> None:
-    """`tetraformer convert from-hf SRC_DIR OUT_CKPT` and `tetraformer convert to-hf CKPT OUT_DIR`."""
+    """`tetraformer convert from-hf SRC_DIR OUT_CKPT`, `convert to-hf CKPT OUT_DIR`, `convert to-peft CKPT OUT_DIR`."""
     parser = argparse.ArgumentParser(prog="tetraformer convert", description="Hugging Face checkpoints in and out.")
     sub = parser.add_subparsers(dest="direction", required=True)
     from_hf = sub.add_parser("from-hf", help="a Hugging Face model directory -> a Tetraformer checkpoint")
@@ -232,14 +232,21 @@ def convert_command(argv: list[str]) -> None:
     to_hf = sub.add_parser("to-hf", help="a Tetraformer checkpoint -> a Hugging Face model directory")
     to_hf.add_argument("ckpt", type=Path)
     to_hf.add_argument("out_dir", type=Path, help="a new or empty folder, or a previous export (replaced whole)")
-    for direction in (from_hf, to_hf):
+    to_peft = sub.add_parser("to-peft", help="a LoRA checkpoint's adapters -> a PEFT adapter folder")
+    to_peft.add_argument("ckpt", type=Path)
+    to_peft.add_argument("out_dir", type=Path, help="a new or empty folder, or a previous export (replaced whole)")
+    to_peft.add_argument("--base", help="its base_model_name_or_path (default: the base's path the checkpoint records)")
+    for direction in (from_hf, to_hf, to_peft):
         add_trust_flag(direction)
     args = parser.parse_args(argv)
 
-    if args.direction == "to-hf":
-        from tetraformer.cli.export import export_checkpoint
+    if args.direction in ("to-hf", "to-peft"):
+        from tetraformer.cli.export import export_adapters, export_checkpoint
 
-        export_checkpoint(args.ckpt, args.out_dir)
+        if args.direction == "to-peft":
+            export_adapters(args.ckpt, args.out_dir, args.base)
+        else:
+            export_checkpoint(args.ckpt, args.out_dir)
         return
     from tetraformer.interop.convert import import_checkpoint
     from tetraformer.interop.files import read_config

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,7 +15,7 @@ from tetraformer.core import CausalLM, TransformerConfig
 from tetraformer.core.lora import LoRAConfig, LoRALinear, lora_layers
 from tetraformer.errors import ConfigError, TetraformerError
 from tetraformer.payload import NETWORK_PREFIX, PAYLOAD_KEY
-from tetraformer.training.base.lora_runs import LoRARun
+from tetraformer.training.base.lora_runs import LoRARun, base_checksum
 from tetraformer.training.base.optim import OptimizerConfig, build_optimizer
 
 CFG = TransformerConfig(d_model=32, n_heads=2, n_layers=2, d_ff=64, vocab_size=50, max_len=16, dropout=0.0)
@@ -103,3 +105,103 @@ def test_adapters_without_a_base_name_init_from() -> None:
     LoRARun(LoRAConfig(rank=8)).check_base("base.ckpt")
     LoRARun(LoRAConfig(rank=8, save="merged")).check_base(None)
     LoRARun(LoRAConfig()).check_base(None)
+
+
+def _base_file(path: Path, seed: int = 0) -> Path:
+    """A stand-in base checkpoint file: some bytes the checksum reads."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"w": torch.randn(64, generator=torch.Generator().manual_seed(seed))}, path)
+    return path
+
+
+def test_an_adapter_checkpoint_records_its_base_by_path_and_content(tmp_path: Path) -> None:
+    """The payload names the base by its resolved path and the checksum of its bytes."""
+    module, run = _module("adapters")
+    module.init_from = str(_base_file(tmp_path / "base.ckpt"))
+    ckpt = _checkpoint(module.net)
+    run.save(module, ckpt)
+    stored = ckpt[PAYLOAD_KEY]["lora"]
+    assert stored["base"] == module.init_from and stored["base_hash"] == base_checksum(module.init_from)
+
+
+def test_a_moved_base_is_found_through_init_from(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The recorded path gone, --model.init_from's copy with the same content is the base (said in one line)."""
+    base = _base_file(tmp_path / "old" / "base.ckpt")
+    stored = {"base": str(base), "base_hash": base_checksum(base)}
+    moved = base.rename(tmp_path / "moved.ckpt")
+    with caplog.at_level(logging.INFO, logger="tetraformer.training.base.lora_runs"):
+        assert LoRARun(None).found_base(stored, str(moved)) == moved
+    assert f"LoRA base {base} moved: found at {moved}" in caplog.text
+
+
+def test_a_different_base_is_refused_naming_both_paths(tmp_path: Path) -> None:
+    """Another base's weights under --model.init_from (the recorded one moved away): one line, both paths."""
+    base = _base_file(tmp_path / "base.ckpt")
+    stored = {"base": str(base), "base_hash": base_checksum(base)}
+    other = _base_file(tmp_path / "other.ckpt", seed=1)
+    base.unlink()
+    with pytest.raises(TetraformerError) as err:
+        LoRARun(None).found_base(stored, str(other))
+    message = str(err.value)
+    assert str(other) in message and str(base) in message and "differ" in message and "\n" not in message
+
+
+def test_a_base_replaced_in_place_is_refused(tmp_path: Path) -> None:
+    """The recorded path holding other weights now: refused too."""
+    base = _base_file(tmp_path / "base.ckpt")
+    stored = {"base": str(base), "base_hash": base_checksum(base)}
+    _base_file(base, seed=1)
+    with pytest.raises(TetraformerError, match="not the base these LoRA adapters were trained on"):
+        LoRARun(None).found_base(stored, None)
+
+
+def test_a_lost_base_says_how_to_give_it(tmp_path: Path) -> None:
+    """No base at the recorded path and no --model.init_from: put it back, or give its new place."""
+    stored = {"base": str(tmp_path / "gone.ckpt"), "base_hash": "0"}
+    with pytest.raises(TetraformerError, match="--model.init_from NEW_PATH") as err:
+        LoRARun(None).found_base(stored, str(tmp_path / "also-gone.ckpt"))
+    assert str(tmp_path / "gone.ckpt") in str(err.value)
+
+
+def test_an_old_checkpoint_without_a_hash_loads_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Checkpoints written before hashes were kept still find their base; the log says it went unchecked."""
+    base = _base_file(tmp_path / "base.ckpt")
+    with caplog.at_level(logging.INFO, logger="tetraformer.training.base.lora_runs"):
+        assert LoRARun(None).found_base({"base": str(base)}, None) == base
+    assert "records no content hash" in caplog.text and str(base) in caplog.text
+
+
+def test_resuming_on_another_base_is_refused(tmp_path: Path) -> None:
+    """A fit resumed with --model.init_from on other weights than the checkpoint's base: refused before it trains."""
+    module, run = _module("adapters", fitting=True)
+    module.init_from = str(_base_file(tmp_path / "base.ckpt"))
+    ckpt = _checkpoint(module.net)
+    run.save(module, ckpt)
+    resumed, other_run = _module("adapters", fitting=True)
+    resumed.init_from = str(_base_file(tmp_path / "other.ckpt", seed=1))
+    with pytest.raises(TetraformerError, match="other.ckpt is not the base"):
+        other_run.load(resumed, ckpt)
+    resumed.init_from = str(tmp_path / "base.ckpt")
+    other_run.load(resumed, ckpt)  # the same base: taken
+
+
+def test_a_folder_checksum_reads_its_weights_not_its_place(tmp_path: Path) -> None:
+    """A Hugging Face folder's checksum: weights and config.json by name; moving the folder or editing its
+    tokenizer keeps it, editing a weight changes it."""
+    folder = tmp_path / "base"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}", encoding="utf-8")
+    _base_file(folder / "model.safetensors")
+    (folder / "tokenizer.json").write_text("{}", encoding="utf-8")
+    before = base_checksum(folder)
+    (folder / "tokenizer.json").write_text('{"edited": 1}', encoding="utf-8")
+    moved = folder.rename(tmp_path / "moved")
+    assert base_checksum(moved) == before
+    _base_file(moved / "model.safetensors", seed=1)
+    assert base_checksum(moved) != before
+
+
+def test_adapters_need_the_base_they_adapt() -> None:
+    """--model.lora.adapters without --model.init_from: one line naming both options."""
+    with pytest.raises(ConfigError, match="--model.lora.adapters peft/ adapts the model it was trained on"):
+        LoRARun(LoRAConfig(adapters="peft/")).check_base(None)
