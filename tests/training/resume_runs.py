@@ -105,18 +105,22 @@ def start(config: Path, *args: str, log: Path, **env: str) -> subprocess.Popen:
 
 
 def start_ranks(config: Path, *args: str, logs: Path, world: int = 2) -> list[subprocess.Popen]:
-    """Start one `fit` process per rank, as torchrun would (so each rank can be signalled alone)."""
+    """Start one `fit` process per rank as `srun` starts a job's tasks on one node (so each rank can be signalled
+    alone): Lightning's SLURMEnvironment takes the ranks from SLURM_PROCID and starts no processes of its own."""
     port = str(free_port())
     ranks = []
     for rank in range(world):
         env = {
             "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": port,
-            "WORLD_SIZE": str(world),
-            "RANK": str(rank),
-            "LOCAL_RANK": str(rank),
-            "GROUP_RANK": "0",
-            "LOCAL_WORLD_SIZE": str(world),
+            "SLURM_JOB_ID": "4242",
+            "SLURM_JOB_NAME": "tetraformer",
+            "SLURM_NNODES": "1",
+            "SLURM_NTASKS": str(world),
+            "SLURM_NTASKS_PER_NODE": str(world),
+            "SLURM_PROCID": str(rank),
+            "SLURM_LOCALID": str(rank),
+            "SLURM_NODEID": "0",
         }
         ranks.append(start(config, *args, log=logs / f"rank{rank}.log", **env))
     return ranks

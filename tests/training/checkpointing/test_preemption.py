@@ -1,8 +1,8 @@
 """Preemption: SIGTERM / SIGUSR1 save last.ckpt at the next step boundary, exit 0 on every rank, and resume exactly.
 
 A fit signalled in this process shows the single-device path (the boundary, the line, the requeue, the exact
-resume); SIGTERM from outside, at whatever moment it lands, is sent to a rank process of a two-rank run, which exits
-0 with its partner and resumes exactly.
+resume); SIGTERM from outside, at whatever moment it lands, is sent to a rank process of a two-rank run (started as
+SLURM's srun starts a job's tasks), which exits 0 with its partner and resumes exactly.
 """
 
 from __future__ import annotations
@@ -126,28 +126,35 @@ def test_sigterm_to_one_ddp_rank_stops_both_and_resumes_exactly(
 ) -> None:
     """Two gloo ranks: SIGTERM to rank 1 only stops both at the same step, both exit 0; resumed, the run ends
     with the weights of an uninterrupted two-rank run (per-rank RNG states, per-rank batches). The signalled and
-    resumed ranks are processes of their own, as torchrun starts them; the uninterrupted run forks its two ranks
-    from this process (tests/training/forked_ranks.py)."""
+    resumed ranks are processes of their own, started as srun starts two tasks of a job, each with the command
+    scripts/slurm/train.sbatch gives them (`--ckpt_path last`: a first job starts from scratch, a requeued one
+    resumes; tests/scripts/test_slurm_sbatch.py checks the script's command line). The uninterrupted run forks its
+    two ranks from this process (tests/training/forked_ranks.py)."""
     ddp = {"strategy": "ddp", "devices": 2}
     reference = tmp_path / "reference"
     own_port(monkeypatch)
     fit(write_config(tmp_path, reference, strategy="ddp_fork", devices=2))
     run, release = tmp_path / "run", tmp_path / "signalled"
     config = write_config(tmp_path, run, **ddp, **paced(release))
-    ranks = start_ranks(config, logs=tmp_path)
+    ranks = start_ranks(config, "--ckpt_path", "last", logs=tmp_path)
     try:
         wait_for_step(run, 5, ranks[0])
         ranks[1].send_signal(signal.SIGTERM)
     finally:
         release.touch()
         codes = [rank.wait(timeout=600) for rank in ranks]
-    assert codes == [0, 0], (tmp_path / "rank0.log").read_text()[-3000:]
+    logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in (0, 1)]
+    assert codes == [0, 0], logs[0][-3000:]
+    # SLURMEnvironment's ranks (Lightning spawning its own would not make rank 1 MEMBER 2/2), a fresh first job
+    assert "GLOBAL_RANK: 0, MEMBER: 1/2" in logs[0] and "GLOBAL_RANK: 1, MEMBER: 2/2" in logs[1], logs[1][-3000:]
+    assert "Restoring states from the checkpoint path" not in logs[0]
     ckpt = checkpoint(run)
     assert ckpt["global_step"] < STEPS and data_position_matches(ckpt, per_epoch=BATCHES_PER_EPOCH // 2)
     assert len(ckpt["rng_states"]) == 2
-    assert f"SIGTERM: stopped at step {ckpt['global_step']}" in (tmp_path / "rank0.log").read_text()
+    assert f"SIGTERM: stopped at step {ckpt['global_step']}" in logs[0]
     ranks = start_ranks(config, "--ckpt_path", "last", logs=tmp_path)
     assert [rank.wait(timeout=600) for rank in ranks] == [0, 0]
+    assert "Restoring states from the checkpoint path" in (tmp_path / "rank0.log").read_text()
     assert same_weights(run, reference)
 
 
