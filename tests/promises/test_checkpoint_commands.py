@@ -20,9 +20,11 @@ from typing import Any
 import pytest
 import torch
 import transformers
+from peft import PeftModel
 
-from tests.processes import tetraformer
+from tests.processes import tetraformer, write_yaml
 from tests.promises.conftest import REFERENCE, REPLY_TOKENS, Reference
+from tetraformer.core import GenerationConfig, generate
 from tetraformer.interop import export_class
 from tetraformer.training.checkpointing.loading import load_task_module
 
@@ -199,3 +201,40 @@ def test_the_chat_export_replies_as_generate_does(trained: Callable[[str], Alone
     body = theirs[:-1] if ended and theirs[-1] in stops else theirs
     assert body == tokenizer(reply, add_special_tokens=False)["input_ids"]  # the same ids, not only the same text
     assert all(t not in stops for t in body)  # transformers stopped at the first end token, as ours does
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["instruction_tuning"])
+def test_the_lora_adapters_leave_for_peft_and_come_back(
+    trained: Callable[[str], Alone], reference: Callable[[str], Reference], task: str, tmp_path: Path
+) -> None:
+    """`convert to-peft` on the chat reference alone (LoRA on a Qwen2 folder, two chat tokens grown, said in one
+    line): transformers + peft, the base resized to the folder's tokenizer, give the checkpoint's logits and greedy
+    ids; `predict` starting from that folder (--model.lora.adapters on the reference's config) replies as
+    `generate --chat` does from the checkpoint."""
+    run = trained(task)
+    out = run.ckpt.parent.parent / "peft"
+    said = tetraformer("convert", "to-peft", run.ckpt, out, cache_dir=run.cache).stderr
+    assert "model.resize_token_embeddings(" in said, said
+    config = json.loads((out / "adapter_config.json").read_text(encoding="utf-8"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    base = transformers.AutoModelForCausalLM.from_pretrained(config["base_model_name_or_path"])
+    base.resize_token_embeddings(len(tokenizer))
+    theirs = PeftModel.from_pretrained(base, out).eval()
+    net = load_task_module(run.ckpt).net.eval()
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": QUESTION}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
+    ids = prompt["input_ids"]
+    decoding = GenerationConfig(max_new_tokens=REPLY_TOKENS, do_sample=False, eos_token_id=None)
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(**prompt).logits, net(ids), rtol=0, atol=1e-4)
+        expected = theirs.generate(**prompt, max_new_tokens=REPLY_TOKENS, do_sample=False, eos_token_id=None)
+    assert torch.equal(generate(net, ids, None, decoding), expected)
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"prompt": QUESTION}) + "\n", encoding="utf-8")
+    lora = {**REFERENCE[task]["model"]["lora"], "adapters": str(out)}
+    started = write_yaml(tmp_path / "started.yaml", reference(task).config(tmp_path / "run", model={"lora": lora}))
+    tetraformer("predict", "-c", started, "--data.predict_path", prompts, cache_dir=run.cache)
+    (found,) = (tmp_path / "run").rglob("predictions.jsonl")
+    assert predictions(found.parent)[0]["generated"] == run.generated(QUESTION).rstrip("\n")
