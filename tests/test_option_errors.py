@@ -72,6 +72,8 @@ TEXT_CLASSIFICATION = [
     row("--model.lora.alpha", "32", "--model.lora.rank is 0", "--model.lora.rank 8"),
     row("--model.lora.targets", "[q, v]", "--model.lora.rank is 0", "--model.lora.rank 8"),
     row("--model.lora.rank", "8", "--model.init_from is not set", "--model.lora.save merged"),
+    row("--model.lora.dora", "true", "--model.lora.rank is 0", "--model.lora.rank 8"),
+    row("--model.lora.adapters", "peft_dir", "adapts the model it was trained on", "--model.init_from"),
     row("--trainer.devices", "0", "not a valid input"),
     row("--trainer.devices", "-2", "int > 0"),
     row("--trainer.num_nodes", "0", "positive integer"),
