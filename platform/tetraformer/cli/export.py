@@ -66,6 +66,13 @@ def export_adapters(ckpt: Path, out_dir: Path, base_name: str | None = None) -> 
         )
     module = load_task_module(ckpt)
     base = module.lora.found_base(stored, module.init_from)
+    if base_name is None and not (base / "config.json").is_file():
+        log.warning(
+            "the base %s is a Tetraformer checkpoint, which transformers does not load: export it with "
+            "`tetraformer convert to-hf %s DIR` and name DIR with --base (the folder's base_model_name_or_path)",
+            base,
+            base,
+        )
     whole = changed_from_base(module.net, base)
     out = write_peft(
         module.net, LoRAConfig(**stored["config"]), out_dir, base_name or str(base), module.tokenizer, whole
