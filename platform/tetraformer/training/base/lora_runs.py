@@ -3,8 +3,8 @@ adapters or merged weights.
 
 An adapter checkpoint names its base by path and by content: an XXH3-128 checksum of the base's weight files (a
 .ckpt's bytes; a folder's weights, their index and config.json), read once per run: 0.011 s for a 100 MiB folder in
-the page cache on a busy 2-core AMD EPYC. A base found moved (the recorded path gone) is taken from `--model.init_from`; a base whose content differs
-from the recorded one is refused, naming both paths.
+the page cache on a busy 2-core AMD EPYC. A base found moved (the recorded path gone) is taken from
+`--model.init_from`; a base whose content differs from the recorded one is refused, naming both paths.
 """
 
 from __future__ import annotations
