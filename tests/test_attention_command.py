@@ -17,8 +17,9 @@ TEXTS = {"language_model": "First Citizen", "seq2seq": "abcd"}
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """Factory: the last.ckpt of a 3-step run of one family, trained once per module."""
-    return checkpoint_factory(tmp_path_factory)
+    """Factory: the last.ckpt of a 3-step run of one family, trained once per module (no validation: the maps need
+    weights, not scores)."""
+    return checkpoint_factory(tmp_path_factory, "--trainer.limit_val_batches", "0")
 
 
 @pytest.fixture

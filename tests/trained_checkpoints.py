@@ -62,9 +62,10 @@ TEXT_FAMILIES: dict[str, Callable[[Path], dict[str, Any]]] = {
 }
 
 
-def checkpoint_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+def checkpoint_factory(tmp_path_factory: pytest.TempPathFactory, *fit_args: str) -> Callable[[str], Path]:
     """`make(family)`: the last.ckpt of a 3-step run of one family (a text family's run is ROOT/run, its config
-    ROOT/fit.yaml), trained the first time it is asked for. Tests that use it run a fit: mark them slow."""
+    ROOT/fit.yaml; `fit_args` added to a text family's fit), trained the first time it is asked for. Tests that use
+    it run a fit: mark them slow."""
     trained: dict[str, Path] = {}
 
     def make(family: str) -> Path:
@@ -75,7 +76,7 @@ def checkpoint_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[[st
             else:
                 config = root / "fit.yaml"
                 config.write_text(yaml.safe_dump(TEXT_FAMILIES[family](root)))
-                main(["fit", "-c", str(config), "--trainer.max_steps", "3"])
+                main(["fit", "-c", str(config), "--trainer.max_steps", "3", *fit_args])
                 trained[family] = root / "run" / "checkpoints" / "last.ckpt"
         return trained[family]
 
