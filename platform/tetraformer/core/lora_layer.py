@@ -81,7 +81,7 @@ class LoRALinear(nn.Linear):
             base = F.linear(h, self.weight[start:end])
         else:
             base = y[..., start:end] if self.bias is None else y[..., start:end] - self.bias[start:end]
-        return (factor - 1) * base + factor * delta
+        return ((factor - 1) * base + factor * delta).to(y.dtype)  # the fp32 factor kept out of bf16 outputs
 
     def folded(self, i: int) -> tuple[Tensor, Tensor | None]:
         """Slice i's rows W + s BA in fp32 (n_i x in), and DoRA's m / ||W + s BA|| per row (None without DoRA),
