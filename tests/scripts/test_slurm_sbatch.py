@@ -2,9 +2,9 @@
 requeue) and the `srun tetraformer fit` command line it runs, recorded by a fake srun.
 
 The command's two tasks training as one DDP run through Lightning's SLURMEnvironment (ranks from SLURM_PROCID, no
-processes of its own), a first job starting from scratch under `--ckpt_path last` and a requeued one resuming, are
+processes of its own) and a first job starting from scratch under `--ckpt_path last` are
 tests/training/checkpointing/test_preemption.py's two-rank run: its rank processes get the variables srun gives
-each task and the script's `--ckpt_path last`."""
+each task and the script's `--ckpt_path last` (resumed the same way after SIGTERM)."""
 
 from __future__ import annotations
 

@@ -125,11 +125,12 @@ def test_sigterm_to_one_ddp_rank_stops_both_and_resumes_exactly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two gloo ranks: SIGTERM to rank 1 only stops both at the same step, both exit 0; resumed, the run ends
-    with the weights of an uninterrupted two-rank run (per-rank RNG states, per-rank batches). The signalled and
-    resumed ranks are processes of their own, started as srun starts two tasks of a job, each with the command
-    scripts/slurm/train.sbatch gives them (`--ckpt_path last`: a first job starts from scratch, a requeued one
-    resumes; tests/scripts/test_slurm_sbatch.py checks the script's command line). The uninterrupted run forks its
-    two ranks from this process (tests/training/forked_ranks.py)."""
+    with the weights of an uninterrupted two-rank run (per-rank RNG states, per-rank batches). The signalled ranks
+    are processes of their own, started as srun starts two tasks of a job, each with the command
+    scripts/slurm/train.sbatch gives them (`--ckpt_path last`: a first job starts from scratch;
+    tests/scripts/test_slurm_sbatch.py checks the script's command line). The uninterrupted run and the resumed one
+    (the requeued job's `--ckpt_path last`) fork their two ranks from this process (tests/training/forked_ranks.py):
+    a resume in fresh processes is the promise matrix's (tests/promises/test_resume.py)."""
     ddp = {"strategy": "ddp", "devices": 2}
     reference = tmp_path / "reference"
     own_port(monkeypatch)
@@ -152,9 +153,7 @@ def test_sigterm_to_one_ddp_rank_stops_both_and_resumes_exactly(
     assert ckpt["global_step"] < STEPS and data_position_matches(ckpt, per_epoch=BATCHES_PER_EPOCH // 2)
     assert len(ckpt["rng_states"]) == 2
     assert f"SIGTERM: stopped at step {ckpt['global_step']}" in logs[0]
-    ranks = start_ranks(config, "--ckpt_path", "last", logs=tmp_path)
-    assert [rank.wait(timeout=600) for rank in ranks] == [0, 0]
-    assert "Restoring states from the checkpoint path" in (tmp_path / "rank0.log").read_text()
+    fit(config, "--trainer.strategy", "ddp_fork", "--ckpt_path", "last")  # the requeued job, its ranks forked here
     assert same_weights(run, reference)
 
 
