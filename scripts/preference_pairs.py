@@ -1,11 +1,12 @@
-"""Preference pairs made from chat JSONL: each conversation's answer alone is chosen over two other replies.
+"""Preference pairs made from chat JSONL: each conversation's reply, ended with "!", is chosen over two others.
 
     python scripts/preference_pairs.py configs/instruction_tuning/chat_tiny.jsonl configs/preference_tuning
 
-For each conversation (its turns before the last reply are the prompt), the answer alone (the reply's last word,
-capitalised: "Cold.") is chosen over the whole reply ("The opposite of hot is cold.", the sentence a model tuned on
-the chats learned to say) and over the question's own word alone ("Hot.", a wrong brief answer). A model tuned on the
-chats prefers its long replies: these pairs teach a preference it does not have, brief and still right. Every
+For each conversation (its turns before the last reply are the prompt), the reply ended with an exclamation mark
+("The opposite of hot is cold!") is chosen over the reply as it is (ended with a full stop: the habit of a model
+tuned on the chats) and over its neighbour's reply, also exclaimed (conversations 1 and 2 of the file swap replies, 3
+and 4, ...: for the packaged opposites, the same question asked the other way round). These pairs teach a model
+tuned on the chats a preference it does not have (the tone) while keeping one it has (the right answer). Every
 --every-th conversation's pairs (the 6th, 12th, ...) go to pairs_val.jsonl, the rest to pairs_train.jsonl, so the
 held-out pairs ask questions the training pairs never do.
 """
@@ -35,18 +36,20 @@ def conversations(path: Path) -> list[list[Message]]:
     return chats
 
 
-def brief(reply: str) -> str:
-    """The reply's last word alone, capitalised, with a full stop: the answer."""
-    return reply.rstrip(".").split()[-1].capitalize() + "."
+def exclaimed(reply: str) -> str:
+    """The reply ended with an exclamation mark instead of its full stop."""
+    return reply.removesuffix(".") + "!"
 
 
 def pairs(chats: list[list[Message]]) -> list[list[dict[str, Any]]]:
-    """Per conversation, its two pairs (the answer over the whole reply, and over the question's word) as records."""
+    """Per conversation, its two pairs (over the reply as it is, over the neighbour's exclaimed reply) as records."""
     out = []
-    for chat in chats:
+    for i, chat in enumerate(chats):
         prompt, reply = chat[:-1], chat[-1]["content"]
-        wrong = [reply, brief(prompt[-1]["content"].rstrip("?"))]
-        out.append([{"prompt": prompt, "chosen": brief(reply), "rejected": w} for w in wrong])
+        neighbour = chats[i ^ 1 if (i ^ 1) < len(chats) else i - 1][-1]["content"]
+        out.append(
+            [{"prompt": prompt, "chosen": exclaimed(reply), "rejected": w} for w in (reply, exclaimed(neighbour))]
+        )
     return out
 
 
