@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lazy_imports import NOT_FOR_GENERATE, loaded_after
+from tests.lazy_imports import NOT_FOR_GENERATE, loaded_after_each
 from tests.tasks.language_modeling.silent import SilentLanguageModel
 from tetraformer.cli import main
 from tetraformer.cli.commands import add_generation_flags, generation_options
@@ -92,7 +92,24 @@ def test_one_prompt_goes_to_output(trained_run: Path, tmp_path: Path, capsys: py
 
 
 def test_generate_loads_no_data_or_wandb_stack(trained_run: Path) -> None:
-    """A whole `tetraformer generate` on a checkpoint, in a fresh interpreter, loads no `datasets`, W&B or interop."""
+    """A whole `tetraformer generate` on a checkpoint, in a fresh interpreter, then the CLI's other modules
+    (`tetraformer --help` loads them) and each generating task's module (what a checkpoint names): no `datasets`,
+    W&B, Hugging Face interop or lm-eval (`generate` reads no data file, `evaluate` imports lm-eval when it runs).
+    Then, in the same interpreter, reading a text file brings `datasets` in: the probe sees a lazy import when it
+    happens."""
     argv = ["generate", "--ckpt", str(trained_run / "checkpoints" / "last.ckpt"), "--prompt", "First"]
-    code = f"from tetraformer.cli import main\nmain({argv + ['--max-new-tokens', '2']!r})"
-    assert loaded_after(code, NOT_FOR_GENERATE) == []
+    generate = f"from tetraformer.cli import main\nmain({argv + ['--max-new-tokens', '2']!r})"
+    modules = (
+        "import tetraformer.cli.app, tetraformer.cli.commands, tetraformer.cli.task_loading, tetraformer.cli.evaluate\n"
+        "import tetraformer.evaluation.harness, tetraformer.evaluation.scores\n"
+        "import tasks.language_modeling.module, tasks.seq2seq.module\n"
+        "import tetraformer.training.checkpointing.loading"
+    )
+    read = (
+        "import tempfile, pathlib\nfrom tetraformer.data import read_text\n"
+        "path = pathlib.Path(tempfile.mkdtemp()) / 'a.txt'\npath.write_text('some text\\n')\n"
+        "read_text(path, cache_dir=path.parent / 'cache')"
+    )
+    after_generate, after_modules, after_reading = loaded_after_each([generate, modules, read], NOT_FOR_GENERATE)
+    assert after_generate == [] and after_modules == []
+    assert "datasets" in after_reading
