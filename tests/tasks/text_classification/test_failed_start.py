@@ -16,23 +16,24 @@ FAILURES = {
 }
 
 
-@pytest.mark.parametrize("failure", list(FAILURES))
-def test_failed_start_leaves_no_version(
-    failure: str, run_cli: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_failed_starts_leave_no_version(
+    run_cli: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Exit 2 with the error; no logs/version_0 nor offline W&B run remain; the corrected retry writes version_0."""
-    flags, message = FAILURES[failure]
+    """Each failing try (one after the other, into the same run directory) exits 2 with the error and leaves no
+    logs/version_N nor offline W&B run; the corrected retry writes version_0."""
     train = write_jsonl(tmp_path / "train.jsonl", labelled_rows(30, 0))
-    val = write_jsonl(tmp_path / "val.jsonl", labelled_rows(6, 1))
-    if not flags:  # the data error: a missing comma on line 2 of the validation file
-        val.write_text('{"text": "a goal", "label": "sport"}\n{"text": "soup" "label": "food"}\n', encoding="utf-8")
+    val = tmp_path / "val.jsonl"
     common = ("--run.wandb", "offline", "--trainer.max_steps", "2")
-    with pytest.raises(SystemExit) as failed:
-        run_cli("fit", *common, *flags, train_path=str(train), val_path=str(val))
-    assert failed.value.code == 2 and message in capsys.readouterr().err.strip().splitlines()[-1]
     run = tmp_path / "run"
-    assert not (run / "logs" / "version_0").exists() and not list(run.glob("wandb/offline-run-*"))
-    assert not [link for link in run.glob("wandb/*") if link.is_symlink()]  # no latest-run pointing nowhere
+    for flags, message in FAILURES.values():
+        write_jsonl(val, labelled_rows(6, 1))
+        if not flags:  # the data error: a missing comma on line 2 of the validation file
+            val.write_text('{"text": "a goal", "label": "sport"}\n{"text": "soup" "label": "food"}\n', encoding="utf-8")
+        with pytest.raises(SystemExit) as failed:
+            run_cli("fit", *common, *flags, train_path=str(train), val_path=str(val))
+        assert failed.value.code == 2 and message in capsys.readouterr().err.strip().splitlines()[-1]
+        assert not (run / "logs" / "version_0").exists() and not list(run.glob("wandb/offline-run-*"))
+        assert not [link for link in run.glob("wandb/*") if link.is_symlink()]  # no latest-run pointing nowhere
 
     write_jsonl(val, labelled_rows(6, 1))
     run_cli("fit", *common, train_path=str(train), val_path=str(val))
