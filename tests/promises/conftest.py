@@ -43,6 +43,9 @@ REFERENCE: dict[str, dict[str, dict[str, Any]]] = {  # per task: the overrides o
     "instruction_tuning": {  # and --model.init_from: a Qwen2 folder (FROM_HF)
         "model": {"lora": CHAT_LORA, "generation": {"max_new_tokens": REPLY_TOKENS, "do_sample": False}}
     },
+    "preference_tuning": {  # DPO on the chat reference's setting: LoRA on a Qwen2 folder (FROM_HF), adapters off for
+        "model": {"lora": CHAT_LORA, "generation": {"max_new_tokens": REPLY_TOKENS, "do_sample": False}}  # the ref
+    },
     "text_classification": {  # and --model.init_from: a BERT folder (FROM_HF)
         "model": {"pooling": "cls", "pooler": True},
         "trainer": {"precision": "bf16-mixed"},
@@ -52,7 +55,11 @@ REFERENCE: dict[str, dict[str, dict[str, Any]]] = {  # per task: the overrides o
     "seq2seq": {},
     "image_classification": {},
 }
-FROM_HF = ("instruction_tuning", "text_classification")  # start from tests/promises/tasks.py's hf_folder
+FROM_HF = (
+    "instruction_tuning",
+    "preference_tuning",
+    "text_classification",
+)  # start from tests/promises/tasks.py's hf_folder
 BUSY_PEAK = 1e7  # FLOP/s: the language-model reference's planted fp32 matmul peak (far below any real rate)
 KILL_WITHIN_S = 1.0  # the kill lands this long at most after the first last.ckpt (the run is held at step 18)
 

@@ -21,6 +21,8 @@ from tests.tasks.language_modeling.conftest import TEXT
 from tests.tasks.language_modeling.conftest import tiny_config as lm_config
 from tests.tasks.masked_lm.conftest import tiny_config as mlm_config
 from tests.tasks.masked_lm.conftest import topic_corpus
+from tests.tasks.preference_tuning.conftest import reversed_pairs, write_pairs
+from tests.tasks.preference_tuning.conftest import tiny_config as preference_config
 from tests.tasks.seq2seq.conftest import reversal_pairs, write_jsonl
 from tests.tasks.seq2seq.conftest import tiny_config as seq2seq_config
 from tests.tasks.text_classification.conftest import labelled_rows, write_csv
@@ -31,6 +33,7 @@ from tests.tasks.token_classification.conftest import tiny_config as tagger_conf
 TASKS = (
     "language_modeling",
     "instruction_tuning",
+    "preference_tuning",
     "text_classification",
     "token_classification",
     "masked_lm",
@@ -46,6 +49,7 @@ DROPOUT = 0.1
 BUILDERS = {
     "language_modeling": lm_config,
     "instruction_tuning": chat_config,
+    "preference_tuning": lambda run, **data: preference_config(run, {"arch": {}}, **data),
     "text_classification": text_config,
     "token_classification": tagger_config,
     "masked_lm": mlm_config,
@@ -63,6 +67,8 @@ def write_task_data(task: str, root: Path) -> dict[str, str]:
         return {"train_path": str(corpus), "documents": "line"}
     if task == "instruction_tuning":  # a copy of the packaged chats its tiny config reads (a test may edit it)
         return {"train_path": str(_written(root / "chats.jsonl", lambda p: shutil.copyfile(CHATS, p)))}
+    if task == "preference_tuning":  # a quarter held out (its tiny config's val_fraction)
+        return {"train_path": str(_written(root / "pairs.jsonl", lambda p: write_pairs(p, reversed_pairs())))}
     if task == "text_classification":
         return _splits(root, "csv", lambda path, n, seed: write_csv(path, labelled_rows(n, seed)))
     if task == "token_classification":
@@ -136,10 +142,11 @@ def _splits(root: Path, suffix: str, write: Any, n: tuple[int, int] = (240, 60))
 
 def hf_folder(task: str, root: Path) -> Path:
     """A tiny random Hugging Face model folder (weights and tokenizer) the task can start from: a Qwen2 for the chat
-    task, a BertModel with a WordPiece tokenizer of the training rows for text classification."""
+    tasks (instruction and preference tuning), a BertModel with a WordPiece tokenizer of the training rows for text
+    classification."""
     out = root / "hf"
     root.mkdir(parents=True, exist_ok=True)
-    if task == "instruction_tuning":
+    if task in ("instruction_tuning", "preference_tuning"):
         return out if out.is_dir() else qwen2_folder(out)
     if task != "text_classification":
         raise ValueError(f"no Hugging Face folder for {task!r}")

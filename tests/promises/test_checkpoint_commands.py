@@ -29,7 +29,8 @@ from tetraformer.interop import export_class
 from tetraformer.training.checkpointing.loading import load_task_module
 
 LABELLED = ("text_classification", "image_classification")
-GENERATIVE = ("language_modeling", "instruction_tuning", "seq2seq")
+CHAT = ("instruction_tuning", "preference_tuning")  # prompts are user turns; generate takes --chat
+GENERATIVE = ("language_modeling", *CHAT, "seq2seq")
 GREEDY = ("--model.generation.do_sample", "false", "--model.generation.max_new_tokens", "8")
 PROMPTS = ["the ", "a b"]
 QUESTION = "What is the opposite of hot?"
@@ -58,7 +59,7 @@ class Alone:
         prompt and decoding options: what it printed."""
         key = ("generate", prompt, decoding)
         if key not in self.made:
-            chat = ["--chat"] if self.task == "instruction_tuning" else []
+            chat = ["--chat"] if self.task in CHAT else []
             args = ["generate", "--ckpt", self.ckpt, "--prompt", prompt, *chat, *decoding]
             self.made[key] = tetraformer(*args, cache_dir=self.cache).stdout
         return self.made[key]
@@ -120,8 +121,8 @@ def test_predict_generates_what_generate_does(trained: Callable[[str], Alone], t
     """`predict` on a prompts file and `generate` on its first prompt, greedy, from the checkpoint alone: one text.
     (The chat reference decodes greedily by default: both commands take its defaults, no decoding option.)"""
     run = trained(task)
-    decoding = () if task == "instruction_tuning" else GREEDY
-    asked = [QUESTION, *PROMPTS[1:]] if task == "instruction_tuning" else PROMPTS  # the chat export test's question
+    decoding = () if task in CHAT else GREEDY
+    asked = [QUESTION, *PROMPTS[1:]] if task in CHAT else PROMPTS  # the chat export test's question
     prompts = tmp_path / "prompts.jsonl"
     rows = [prompt_row(task, p, i) for i, p in enumerate(asked)]
     prompts.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
@@ -139,7 +140,7 @@ def generate_options(decoding: tuple[str, ...]) -> tuple[str, ...]:
 
 def prompt_row(task: str, prompt: str, index: int) -> dict[str, Any]:
     """One predict input: a chat's as a prompt record, then as a conversation (the shape of training files)."""
-    if task == "instruction_tuning":
+    if task in CHAT:
         return {"prompt": prompt} if index == 0 else {"messages": [{"role": "user", "content": prompt}]}
     if task == "seq2seq":
         return {"source": prompt}

@@ -1,11 +1,11 @@
 """Preference tuning through the installed script, as a user runs it: DPO with LoRA from a Hugging Face Qwen2 folder
-in a fresh `tetraformer fit`, then `generate --chat` from its checkpoint alone in another (the task's only two fresh
-processes)."""
+in a fresh `tetraformer fit` learns the held-out pairs (`make test-learning`). Its promises (exact resume, changed
+data refused, every command from the checkpoint alone, the export) are the promise matrix's, on a reference of the
+same setting (tests/promises/conftest.py)."""
 
 from __future__ import annotations
 
 import csv
-import dataclasses
 import math
 from pathlib import Path
 
@@ -15,10 +15,8 @@ import torch
 from tests.cli_runner import last_metrics
 from tests.processes import tetraformer, write_yaml
 from tests.tasks.preference_tuning.conftest import LORA, tiny_config
-from tetraformer.training.checkpointing.loading import load_task_module
 
 NAMES = ("loss", "rewards_chosen", "rewards_rejected", "reward_margin", "reward_accuracy", "preference_accuracy")
-QUESTION = "What is the opposite of hot?"
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +46,3 @@ def first_logged(run: Path, key: str) -> float:
     """The first value of `key` in the run's metrics.csv."""
     with next(run.rglob("metrics.csv")).open(encoding="utf-8") as f:
         return next(float(row[key]) for row in csv.DictReader(f) if row.get(key))
-
-
-def test_generate_chat_from_the_checkpoint(dpo_run: Path, tmp_path: Path) -> None:
-    """`tetraformer generate --chat --prompt` in a fresh process prints the reply the checkpoint gives greedily."""
-    ckpt = dpo_run / "checkpoints" / "last.ckpt"
-    printed = tetraformer("generate", "--ckpt", ckpt, "--chat", "--prompt", QUESTION, cache_dir=tmp_path).stdout
-    module = load_task_module(ckpt)
-    reply = module.chat(
-        [{"role": "user", "content": QUESTION}], dataclasses.replace(module.generation, do_sample=False)
-    )
-    assert printed == reply + "\n" and "<|im_" not in printed
