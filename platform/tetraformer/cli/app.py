@@ -13,7 +13,7 @@ from tetraformer.cli.checkpoint_task import check_resumed_task
 from tetraformer.cli.commands import COMMANDS
 from tetraformer.cli.eval_runs import EVAL_STAGES, evaluation_args
 from tetraformer.cli.lightning_cli import SUBCOMMANDS, build_cli
-from tetraformer.errors import TetraformerError
+from tetraformer.cli.reporting import reporting
 from tetraformer.safe_loading import (
     trust_requested,
     trusting_checkpoints,
@@ -63,15 +63,15 @@ def finish_wandb(trainer: Trainer) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the `tetraformer` console script."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    """Entry point of the `tetraformer` console script, for the commands that need Lightning or a checkpoint."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        with trusting_checkpoints(trust_requested(argv)):
-            if argv and argv[0] in COMMANDS:
-                COMMANDS[argv[0]](argv[1:])
-            else:
-                run_lightning(argv)
-    except (TetraformerError, FileNotFoundError) as err:  # the user can fix it: one line, no traceback
-        sys.stderr.write(f"error: {err}\n")
-        raise SystemExit(getattr(err, "exit_code", 2)) from err
+    reporting(lambda: dispatch(argv))
+
+
+def dispatch(argv: list[str]) -> None:
+    """Run an extra command or a LightningCLI subcommand, trusting checkpoints as the arguments ask."""
+    with trusting_checkpoints(trust_requested(argv)):
+        if argv and argv[0] in COMMANDS:
+            COMMANDS[argv[0]](argv[1:])
+        else:
+            run_lightning(argv)

@@ -297,20 +297,6 @@ def vectors_command(argv: list[str]) -> None:
     count_vectors_main(argv)
 
 
-def demo_data_command(argv: list[str]) -> None:
-    """`tetraformer demo-data NAME ... [--list]`: the demo datasets built from packages (tetraformer.cli.demo_data)."""
-    from tetraformer.cli.demo_data import demo_data_main
-
-    demo_data_main(argv)
-
-
-def summary_command(argv: list[str]) -> None:
-    """`tetraformer summary RUN_DIR`: a finished run's files, throughput and val/loss (tetraformer.cli.summary)."""
-    from tetraformer.cli.summary import summary_main
-
-    summary_main(argv)
-
-
 def evaluate_command(argv: list[str]) -> None:
     """`tetraformer evaluate --ckpt CKPT --tasks NAMES ...`: lm-evaluation-harness scores (tetraformer.cli.evaluate)."""
     from tetraformer.cli.evaluate import evaluate_main
@@ -342,7 +328,5 @@ COMMANDS: dict[str, Callable[[list[str]], None]] = {
     "compare": compare_command,
     "prepare": prepare_command,
     "vectors": vectors_command,
-    "demo-data": demo_data_command,
-    "summary": summary_command,
     "evaluate": evaluate_command,
 }
