@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,15 +48,6 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         dict(num_labels=2, hidden_size=48, num_attention_heads=4, intermediate_size=80, hidden_act="relu"),
     ),
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _single_thread() -> Iterator[None]:
-    """Tiny models run fastest on one thread, and are then immune to other busy processes."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def make_hf(variant: str, **overrides: Any) -> transformers.PreTrainedModel:

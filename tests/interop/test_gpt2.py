@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,15 +45,6 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     ),
 }
 PADDING = ("none", "right", "left")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _single_thread() -> Iterator[None]:
-    """Tiny models run fastest on one thread, and are then immune to other busy processes."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def make_hf(variant: str, **overrides: Any) -> transformers.PreTrainedModel:

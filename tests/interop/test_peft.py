@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,15 +139,6 @@ FAMILIES = {
     ),
 }
 GENERATIVE = ("gpt2", "t5", "llama", "mistral", "qwen2", "qwen3")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _single_thread() -> Iterator[None]:
-    """Tiny models run fastest on one thread, and are then immune to other busy processes."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def base_folder(family: Family, path: Path) -> Path:
