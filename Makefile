@@ -21,12 +21,12 @@ lint: venv
 
 # The lanes, each on as many pytest workers as the machine has cores (pytest-xdist; a test file, or a promise
 # test's task, stays on one worker so its fixtures and reference runs are built once); pytest lists the 20 slowest.
-# test: what proves the project (CI): everything but the long learning checks (10 min 24 s from a fresh clone on 2
+# test: what proves the project (CI): everything but the long learning checks (9 min 41 s from a fresh clone on 2
 # cores of an AMD EPYC, 2026-12-07; docs/tests.md)
 test: lint
 	$(PY) -m pytest -q -n auto --dist loadgroup -m "not learning"
 
-# the unit tests, without CLI fits or multi-process runs (the `slow` marker): 82 s on the same machine
+# the unit tests, without CLI fits or multi-process runs (the `slow` marker): 67 s on the same machine
 test-fast: lint
 	$(PY) -m pytest -q -m "not slow and not learning" -n auto --dist loadgroup
 
