@@ -1,4 +1,5 @@
-"""`tetraformer generate --chat`: a conversation with an instruction-tuned checkpoint, from --prompt or stdin."""
+"""`tetraformer generate --chat`: a conversation with a chat checkpoint (instruction or preference tuning), from
+--prompt or stdin."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ def chat(task: Any, ckpt: str, config: Any, prompt: str | None, stdin: TextIO | 
     stream to stdout, each on its own line, the history rendered with the checkpoint's chat template."""
     if not callable(getattr(task, "chat", None)):
         raise TetraformerError(
-            f"{ckpt}'s task ({type(task).__name__}) does not chat: --chat needs an instruction-tuning checkpoint "
-            "(tasks.instruction_tuning); drop --chat to continue text"
+            f"{ckpt}'s task ({type(task).__name__}) does not chat: --chat needs a chat checkpoint (instruction "
+            "or preference tuning); drop --chat to continue text"
         )
     turns = [prompt] if prompt is not None else _user_turns(stdin or sys.stdin)
     history: list[dict[str, str]] = []

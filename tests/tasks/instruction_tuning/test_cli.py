@@ -91,6 +91,6 @@ def test_chat_needs_a_task_that_chats(capsys: pytest.CaptureFixture[str]) -> Non
     from tetraformer.cli.chat import chat
     from tetraformer.errors import TetraformerError
 
-    with pytest.raises(TetraformerError, match="--chat needs an instruction-tuning checkpoint"):
+    with pytest.raises(TetraformerError, match="--chat needs a chat checkpoint"):
         chat(object(), "lm.ckpt", None, "hi")
     assert capsys.readouterr().out == ""
