@@ -161,6 +161,7 @@ def test_a_lost_base_says_how_to_give_it(tmp_path: Path) -> None:
     with pytest.raises(TetraformerError, match="--model.init_from NEW_PATH") as err:
         LoRARun(None).found_base(stored, str(tmp_path / "also-gone.ckpt"))
     assert str(tmp_path / "gone.ckpt") in str(err.value)
+    assert "generate, convert and evaluate read the recorded path" in str(err.value)  # they take no --model.*
 
 
 def test_an_old_checkpoint_without_a_hash_loads_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -140,7 +140,8 @@ class LoRARun:
         if base is None:
             raise TetraformerError(
                 f"this checkpoint holds LoRA adapters of the base {recorded}, which is not there any more: put the "
-                "base back at that path, or give its new place with --model.init_from NEW_PATH"
+                "base back at that path, or give its new place with --model.init_from NEW_PATH (fit, validate, test, "
+                "predict; generate, convert and evaluate read the recorded path)"
             )
         self.check_hash(stored, base)
         self._checked = True
