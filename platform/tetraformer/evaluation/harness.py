@@ -7,18 +7,13 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import random
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-import torch
 
 from tetraformer.core import CausalLM
 from tetraformer.errors import ConfigError, TetraformerError
 from tetraformer.evaluation.scores import Scores, harness_scores
+from tetraformer.training.rng import rng_kept
 
 log = logging.getLogger(__name__)
 INSTALL = 'pip install "tetraformer[eval]" (or pip install "lm-eval>=0.4.13")'
@@ -93,7 +88,7 @@ def run_harness(
     import lm_eval
 
     try:
-        with global_rng_kept():
+        with rng_kept():
             return lm_eval.simple_evaluate(
                 model=lm,
                 tasks=names,
@@ -126,15 +121,3 @@ def evaluate_task(
 
     results = run_harness(CheckpointLM(task, batch_size), names, manager, limit, num_fewshot)
     return harness_scores(results), results
-
-
-@contextmanager
-def global_rng_kept() -> Iterator[None]:
-    """Restore Python's, NumPy's and torch's global random generators on exit (lm-eval seeds them all)."""
-    python, numpy = random.getstate(), np.random.get_state()
-    try:
-        with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if torch.cuda.is_initialized() else []):
-            yield
-    finally:
-        random.setstate(python)
-        np.random.set_state(numpy)

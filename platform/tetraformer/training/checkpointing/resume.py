@@ -23,18 +23,18 @@ taken-batch index; the epoch order by (seed, epoch) and the per-rank sharding ar
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
 import torch
 import torch.distributed as dist
 from lightning.pytorch.callbacks import Callback
 from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampler, Sampler, SequentialSampler
 from torch.utils.data.dataloader import default_collate
+
+from tetraformer.training.rng import rng_state, set_rng_state
 
 log = logging.getLogger(__name__)
 RNG_KEY = "rng_states"  # checkpoint entry: one dict of RNG states per rank
@@ -277,32 +277,6 @@ class DataPosition(Callback):
         loop._load_combined_loader_states()
         if loop._data_fetcher is not None:
             iter(loop._data_fetcher)
-
-
-# --- RNG states ------------------------------------------------------------------------------------
-def rng_state() -> dict[str, Any]:
-    """This process's Python, NumPy, torch CPU and (when initialised) CUDA RNG states, as plain data and tensors."""
-    _, key, pos, has_gauss, gauss = np.random.get_state()
-    numpy = {
-        "key": torch.from_numpy(key.astype(np.int64)),
-        "pos": int(pos),
-        "has_gauss": int(has_gauss),
-        "gauss": float(gauss),
-    }
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else []
-    return {"python": random.getstate(), "numpy": numpy, "torch": torch.get_rng_state(), "cuda": cuda}
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore the states `rng_state` took (CUDA's when this process sees as many devices)."""
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
-    numpy = state["numpy"]
-    key = numpy["key"].numpy().astype(np.uint32)
-    np.random.set_state(("MT19937", key, numpy["pos"], numpy["has_gauss"], numpy["gauss"]))
-    torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def all_ranks(value: Any, world: int) -> list[Any]:
