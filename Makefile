@@ -21,12 +21,12 @@ lint: venv
 
 # The lanes, each on as many pytest workers as the machine has cores (pytest-xdist; a test file, or a promise
 # test's task, stays on one worker so its fixtures and reference runs are built once); pytest lists the 20 slowest.
-# test: what proves the project (CI): everything but the long learning checks (9 min 41 s from a fresh clone on 2
-# cores of an AMD EPYC, 2026-12-07; docs/tests.md)
+# test: what proves the project (CI): everything but the long learning checks (8 min 23 s to 9 min 27 s from fresh
+# clones on 2 cores of an AMD EPYC, 2026-12-07; docs/tests.md)
 test: lint bytecode
 	$(PY) -m pytest -q -n auto --dist loadgroup -m "not learning"
 
-# the unit tests, without CLI fits or multi-process runs (the `slow` marker): 67 s on the same machine
+# the unit tests, without CLI fits or multi-process runs (the `slow` marker): 70 s on the same machine
 test-fast: lint bytecode
 	$(PY) -m pytest -q -m "not slow and not learning" -n auto --dist loadgroup
 
@@ -36,9 +36,9 @@ test-learning: venv bytecode
 
 # The package's bytecode, compiled where it changed: Python reads it even where PYTHONDONTWRITEBYTECODE (set in some
 # sandboxes and CI images) stops it from writing it, so the ~100 fresh `tetraformer` processes of a test run do not
-# each compile the package again (0.13 s of CPU apiece on 2 cores)
+# each compile the package (and the test helpers their configs name) again (0.13 s of CPU apiece on 2 cores)
 bytecode: venv
-	$(PY) -m compileall -q platform tasks
+	$(PY) -m compileall -q platform tasks tests scripts
 
 bench: venv
 	$(PY) scripts/bench.py --markdown
