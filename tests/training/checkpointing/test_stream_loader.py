@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from itertools import islice
 from pathlib import Path
 from types import SimpleNamespace
@@ -107,11 +108,14 @@ def test_a_stream_needs_max_steps_and_a_step_interval(caplog: pytest.LogCaptureF
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_bad_shard_met_by_a_worker_is_one_line(chars: PreTrainedTokenizerFast, tmp_path: Path, workers: int) -> None:
     """A corrupt Parquet shard found mid-stream stops it with the reader's one line (file and why), not the
-    worker's traceback."""
+    worker's traceback, and the loader's workers stop with it (not when the garbage collector gets to them, which
+    took 10 s)."""
     files = letter_docs(tmp_path / "c", 2, 4)
     bad = tmp_path / "c" / "bad.parquet"
     bad.write_bytes(b"not parquet")
     loader = StreamLoader(stream([*files, bad], chars), num_workers=workers)
+    running = set(multiprocessing.active_children())
     with pytest.raises(DataError) as caught:
         list(islice(iter(loader), 50))
     assert str(caught.value).startswith(f"{bad}: not a readable Parquet file (") and "\n" not in str(caught.value)
+    assert set(multiprocessing.active_children()) <= running

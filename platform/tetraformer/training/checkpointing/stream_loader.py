@@ -61,7 +61,13 @@ class StreamLoader(PositionLoader):
                 states = {**states, index % self.shares: state}
                 yield batch, {"taken": index + 1, "workers": self.shares, "states": states}
         except TetraformerError as err:
-            raise from_worker(err) from None
+            failure = from_worker(err)
+            if failure is not err:
+                # torch re-raises a worker's error from a frame that holds it: a cycle through the loader's
+                # iterator that only the garbage collector ended, whose shutdown of the workers (their queues
+                # collected first) then waited 5 s for each; without its frames the iterator stops them at once
+                err.__traceback__ = None
+            raise failure from None
 
     def resume_at(self, ranks: list[LoaderPosition]) -> LoaderPosition | None:
         """This rank's position, when the checkpoint's run had as many ranks and workers; else None, and each share
