@@ -11,6 +11,7 @@ import importlib
 import sys
 
 from tetraformer.cli.quiet import quiet_third_party
+from tetraformer.cli.startup import long_lived_imports
 
 # `tetraformer NAME` -> "module:function(argv)" of the commands that train nothing and read no checkpoint: they start
 # without Lightning (about 5 s sooner on 2 CPU cores); every other command goes through tetraformer.cli.app
@@ -28,10 +29,12 @@ def main(argv: list[str] | None = None) -> None:
         from tetraformer.cli.reporting import reporting
 
         module, _, name = LIGHT_COMMANDS[argv[0]].partition(":")
-        command = getattr(importlib.import_module(module), name)
+        with long_lived_imports():
+            command = getattr(importlib.import_module(module), name)
         reporting(lambda: command(argv[1:]))
         return
-    from tetraformer.cli.app import main as run  # here, not above: `import tetraformer.cli` stays light
+    with long_lived_imports():  # here, not above: `import tetraformer.cli` stays light
+        from tetraformer.cli.app import main as run
 
     run(argv)
 
