@@ -10,27 +10,30 @@ import pytest
 from tetraformer.cli import startup
 
 
+def collected(obj: object) -> bool:
+    """Whether the collector still walks `obj` (frozen objects sit in no generation)."""
+    return any(o is obj for o in gc.get_objects())
+
+
 def test_a_fresh_process_imports_with_the_collector_off_then_freezes_what_it_made(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Inside the block no collection runs; after it, the objects made there are frozen and the collector is on."""
     monkeypatch.setattr(startup, "HEAVY", "a_library_this_process_never_loaded")
-    before = gc.get_freeze_count()
     with startup.long_lived_imports():
         assert not gc.isenabled()
-        made = [[] for _ in range(1000)]  # long-lived objects the collector tracks
+        made = [[]]  # a long-lived object the collector tracks
     assert gc.isenabled()
-    assert gc.get_freeze_count() >= before + len(made)
+    assert not collected(made[0])
 
 
 def test_a_process_that_holds_lightning_keeps_its_collector(monkeypatch: pytest.MonkeyPatch) -> None:
     """Lightning already loaded: the block neither pauses the collector nor freezes anything."""
     monkeypatch.setattr(startup, "HEAVY", "pytest")  # loaded in this process
-    before = gc.get_freeze_count()
     with startup.long_lived_imports():
         assert gc.isenabled()
-        made = [[] for _ in range(1000)]
-    assert gc.isenabled() and gc.get_freeze_count() == before and made
+        made = [[]]
+    assert gc.isenabled() and collected(made[0])
 
 
 def test_a_failed_import_turns_the_collector_back_on(monkeypatch: pytest.MonkeyPatch) -> None:
