@@ -21,12 +21,12 @@ lint: venv
 
 # The lanes, each on as many pytest workers as the machine has cores (pytest-xdist; a test file, or a promise
 # test's task, stays on one worker so its fixtures and reference runs are built once); pytest lists the 20 slowest.
-# test: what proves the project (CI): everything but the long learning checks (8 min 23 s to about 10 min from fresh
+# test: what proves the project (CI): everything but the long learning checks (7 min 5 s and 7 min 29 s from fresh
 # clones on 2 cores of an AMD EPYC, 2026-12-07; docs/tests.md)
 test: lint bytecode
 	$(PY) -m pytest -q -n auto --dist loadgroup -m "not learning"
 
-# the unit tests, without CLI fits or multi-process runs (the `slow` marker): 70 s on the same machine
+# the unit tests, without CLI fits or multi-process runs (the `slow` marker): 55 s on the same machine
 test-fast: lint bytecode
 	$(PY) -m pytest -q -m "not slow and not learning" -n auto --dist loadgroup
 
