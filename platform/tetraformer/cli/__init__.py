@@ -14,7 +14,7 @@ from tetraformer.cli.quiet import quiet_third_party
 from tetraformer.cli.startup import long_lived_imports
 
 # `tetraformer NAME` -> "module:function(argv)" of the commands that train nothing and read no checkpoint: they start
-# without Lightning (about 5 s sooner on 2 CPU cores); every other command goes through tetraformer.cli.app
+# without Lightning (about 3.5 s sooner on 2 CPU cores); every other command goes through tetraformer.cli.app
 LIGHT_COMMANDS: dict[str, str] = {
     "demo-data": "tetraformer.cli.demo_data:demo_data_main",  # the demo datasets built from packages
     "summary": "tetraformer.cli.summary:summary_main",  # a finished run's files, throughput and val/loss
